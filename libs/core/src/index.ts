@@ -1,0 +1,3 @@
+export * from "./clock.js";
+export * from "./distributions.js";
+export * from "./random.js";

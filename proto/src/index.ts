@@ -1,0 +1,77 @@
+/**
+ * The project's one typed view of proto/: generated message classes (protobufjs static module,
+ * compiled at build time) and the gRPC service definitions built from them. NATS payloads and
+ * gRPC messages use the same classes.
+ */
+import "./numbers-not-longs.js";
+import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
+import { infergrid } from "./gen/messages.js";
+
+export import inference = infergrid.inference.v1;
+export import backend = infergrid.backend.v1;
+export import control = infergrid.control.v1;
+export import admin = infergrid.admin.v1;
+
+/** The static half of a generated message class: all that encoding and decoding need. */
+export interface MessageType<T, P = unknown> {
+  readonly name?: string;
+  create(props?: P): T;
+  encode(message: P, writer?: unknown): { finish(): Uint8Array };
+  decode(reader: Uint8Array, length?: number): T;
+  verify(message: Record<string, unknown>): string | null;
+  fromObject(object: Record<string, unknown>): T;
+  toObject(message: T, options?: Record<string, unknown>): Record<string, unknown>;
+}
+
+export function encodeMessage<T, P>(type: MessageType<T, P>, message: P): Uint8Array {
+  return type.encode(message).finish();
+}
+
+/** Decodes bytes, or returns an error that says what was wrong instead of throwing. */
+export function decodeMessage<T, P>(type: MessageType<T, P>, bytes: Uint8Array): { ok: true; value: T } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: type.decode(bytes) };
+  } catch (err) {
+    return { ok: false, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+function unary<Req, Res, ReqP, ResP>(
+  servicePath: string,
+  method: string,
+  req: MessageType<Req, ReqP>,
+  res: MessageType<Res, ResP>,
+): MethodDefinition<ReqP, ResP> {
+  return {
+    path: `/${servicePath}/${method}`,
+    requestStream: false,
+    responseStream: false,
+    originalName: method.charAt(0).toLowerCase() + method.slice(1),
+    requestSerialize: (m: ReqP) => Buffer.from(req.encode(m).finish()),
+    requestDeserialize: (b: Buffer) => req.decode(b) as unknown as ReqP,
+    responseSerialize: (m: ResP) => Buffer.from(res.encode(m).finish()),
+    responseDeserialize: (b: Buffer) => res.decode(b) as unknown as ResP,
+  };
+}
+
+export const InferenceServiceDefinition = {
+  Infer: unary("infergrid.inference.v1.InferenceService", "Infer", inference.InferRequest, inference.InferResponse),
+} satisfies ServiceDefinition;
+
+export const BackendServiceDefinition = {
+  Execute: unary("infergrid.backend.v1.BackendService", "Execute", backend.ExecuteRequest, backend.ExecuteReply),
+  WarmUp: unary("infergrid.backend.v1.BackendService", "WarmUp", backend.WarmUpRequest, backend.WarmUpReply),
+} satisfies ServiceDefinition;
+
+const adminPath = "infergrid.admin.v1.AllocatorAdmin";
+export const AllocatorAdminDefinition = {
+  RegisterService: unary(adminPath, "RegisterService", admin.RegisterServiceRequest, admin.RegisterServiceReply),
+  DeregisterService: unary(adminPath, "DeregisterService", admin.DeregisterServiceRequest, admin.DeregisterServiceReply),
+  GetService: unary(adminPath, "GetService", admin.GetServiceRequest, control.ServiceEntry),
+  ListServices: unary(adminPath, "ListServices", admin.ListServicesRequest, admin.ListServicesReply),
+  GetClusterState: unary(adminPath, "GetClusterState", admin.GetClusterStateRequest, control.ClusterState),
+} satisfies ServiceDefinition;
+
+/** Request and response property types of a method definition. */
+export type RequestOf<M> = M extends MethodDefinition<infer Req, unknown> ? Req : never;
+export type ResponseOf<M> = M extends MethodDefinition<unknown, infer Res> ? Res : never;
