@@ -1,0 +1,4 @@
+export * from "./heartbeat.js";
+export * from "./membership.js";
+export * from "./registry.js";
+export * from "./subjects.js";

@@ -1,0 +1,40 @@
+import { control } from "@infergrid/proto";
+
+/** Every NATS subject and KV name of the control plane, in one place. */
+export const subjects = {
+  heartbeat: (role: RoleName, id: string) => `ig.hb.${role}.${id}`,
+  heartbeatsOf: (role: RoleName) => `ig.hb.${role}.*`,
+  allHeartbeats: "ig.hb.>",
+  load: (service: string) => `ig.load.${service}`,
+  allLoad: "ig.load.*",
+  forecast: (service: string) => `ig.forecast.${service}`,
+  allForecasts: "ig.forecast.*",
+  plan: "ig.plan",
+  poolEvents: "ig.pool.events",
+} as const;
+
+export const REGISTRY_BUCKET = "ig_registry";
+export const serviceKey = (name: string) => `svc.${name}`;
+export const assignmentKey = (backendId: string) => `backend.${backendId}`;
+
+export type RoleName = "broker" | "frontend" | "backend" | "predictor" | "allocator";
+
+export const roleEnum: Record<RoleName, control.Role> = {
+  broker: control.Role.ROLE_BROKER,
+  frontend: control.Role.ROLE_FRONTEND,
+  backend: control.Role.ROLE_BACKEND,
+  predictor: control.Role.ROLE_PREDICTOR,
+  allocator: control.Role.ROLE_ALLOCATOR,
+};
+
+const SERVICE_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+/** Service names end up in subjects and keys: a name that is not a valid token is refused. */
+export function serviceNameProblem(name: string): string | undefined {
+  return SERVICE_NAME.test(name) ? undefined : `service name ${JSON.stringify(name)} must match ${SERVICE_NAME.source}`;
+}
+
+export function instanceIdProblem(id: string): string | undefined {
+  return INSTANCE_ID.test(id) ? undefined : `instance id ${JSON.stringify(id)} must match ${INSTANCE_ID.source}`;
+}

@@ -1,0 +1,159 @@
+import * as grpc from "@grpc/grpc-js";
+import { HealthImplementation } from "grpc-health-check";
+import type { Logger } from "pino";
+
+export { grpc };
+
+/** An error that carries the gRPC status the caller should see. */
+export class GrpcStatusError extends Error {
+  override readonly name = "GrpcStatusError";
+  constructor(
+    readonly code: grpc.status,
+    readonly details: string,
+    readonly metadata: grpc.Metadata = new grpc.Metadata(),
+  ) {
+    super(details);
+  }
+}
+
+export function isServiceError(err: unknown): err is grpc.ServiceError {
+  return typeof err === "object" && err !== null && "code" in err && typeof (err as { code: unknown }).code === "number";
+}
+
+/** The status code of any error: GrpcStatusError and ServiceError keep theirs, anything else is INTERNAL. */
+export function statusOf(err: unknown): { code: grpc.status; details: string; metadata: grpc.Metadata } {
+  if (err instanceof GrpcStatusError) return { code: err.code, details: err.details, metadata: err.metadata };
+  if (isServiceError(err)) return { code: err.code, details: err.details, metadata: err.metadata ?? new grpc.Metadata() };
+  return { code: grpc.status.INTERNAL, details: err instanceof Error ? err.message : String(err), metadata: new grpc.Metadata() };
+}
+
+const HTTP_FOR_GRPC: Partial<Record<grpc.status, number>> = {
+  [grpc.status.OK]: 200,
+  [grpc.status.INVALID_ARGUMENT]: 400,
+  [grpc.status.FAILED_PRECONDITION]: 400,
+  [grpc.status.OUT_OF_RANGE]: 400,
+  [grpc.status.UNAUTHENTICATED]: 401,
+  [grpc.status.PERMISSION_DENIED]: 403,
+  [grpc.status.NOT_FOUND]: 404,
+  [grpc.status.ALREADY_EXISTS]: 409,
+  [grpc.status.ABORTED]: 409,
+  [grpc.status.RESOURCE_EXHAUSTED]: 429,
+  [grpc.status.CANCELLED]: 499,
+  [grpc.status.UNIMPLEMENTED]: 501,
+  [grpc.status.UNAVAILABLE]: 503,
+  [grpc.status.DEADLINE_EXCEEDED]: 504,
+};
+
+export function httpStatusForGrpc(code: grpc.status): number {
+  return HTTP_FOR_GRPC[code] ?? 500;
+}
+
+/**
+ * Wraps an async handler as a grpc-js unary handler: exactly one callback per call, a thrown
+ * GrpcStatusError becomes its status, anything else INTERNAL (and is logged).
+ */
+export function unaryHandler<Req, Res>(
+  logger: Logger,
+  handle: (request: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>,
+): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    handle(call.request, call).then(
+      (response) => callback(null, response),
+      (err: unknown) => {
+        const status = statusOf(err);
+        if (status.code === grpc.status.INTERNAL) logger.error({ err }, "handler failed");
+        callback({ code: status.code, details: status.details, metadata: status.metadata });
+      },
+    );
+  };
+}
+
+export interface GrpcServerOptions {
+  host: string;
+  port: number;
+  maxReceiveMessageBytes?: number;
+  credentials?: grpc.ServerCredentials;
+  register(server: grpc.Server): void;
+}
+
+export interface GrpcServerHandle {
+  server: grpc.Server;
+  port: number;
+  address: string;
+  /** The standard grpc.health.v1 service; "" is the whole process. */
+  health: HealthImplementation;
+  shutdown(graceMs: number): Promise<void>;
+}
+
+export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
+    "grpc.keepalive_permit_without_calls": 1,
+  });
+  const health = new HealthImplementation({ "": "NOT_SERVING" });
+  health.addToServer(server);
+  options.register(server);
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${options.host}:${options.port}`, options.credentials ?? grpc.ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(err) : resolve(bound),
+    );
+  });
+  return {
+    server,
+    port,
+    address: `${options.host}:${port}`,
+    health,
+    shutdown: (graceMs) =>
+      new Promise<void>((resolve) => {
+        health.setStatus("", "NOT_SERVING");
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+  };
+}
+
+export interface CallOptions {
+  deadline?: number; // Unix ms
+  metadata?: grpc.Metadata;
+}
+
+/** One unary call with a deadline; rejects with the grpc ServiceError. */
+export function unaryCall<Req, Res>(
+  client: grpc.Client,
+  method: grpc.MethodDefinition<Req, Res>,
+  request: Req,
+  options: CallOptions = {},
+): Promise<Res> {
+  return new Promise<Res>((resolve, reject) => {
+    client.makeUnaryRequest(
+      method.path,
+      method.requestSerialize,
+      method.responseDeserialize,
+      request,
+      options.metadata ?? new grpc.Metadata(),
+      options.deadline === undefined ? {} : { deadline: options.deadline },
+      (err, response) => {
+        if (err) reject(err);
+        else if (response === undefined) reject(new GrpcStatusError(grpc.status.INTERNAL, `${method.path}: empty response`));
+        else resolve(response);
+      },
+    );
+  });
+}
+
+export function createClient(address: string, credentials?: grpc.ChannelCredentials): grpc.Client {
+  return new grpc.Client(address, credentials ?? grpc.credentials.createInsecure(), {
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+    "grpc.max_receive_message_length": 16 * 1024 * 1024,
+    // Reconnect quickly after a peer restarts; the default backoff goes up to 120 s.
+    "grpc.initial_reconnect_backoff_ms": 200,
+    "grpc.max_reconnect_backoff_ms": 2_000,
+  });
+}

@@ -1,0 +1,22 @@
+import { type Logger, pino } from "pino";
+
+export type { Logger };
+
+/** One root logger per process; components take `logger.child({ component })`. */
+export function createLogger(service: string, id: string, level: string): Logger {
+  return pino({
+    level,
+    base: { service, id },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    // Credentials may sit in config objects that get logged: never print them.
+    redact: { paths: ["*.password", "*.token", "*.pass", "*.user", "*.credentials", "*.natsPass", "*.natsToken"], censor: "[redacted]" },
+  });
+}
+
+/**
+ * The line a process prints once it serves: launchers (tests, the local cluster) read the bound
+ * addresses from it, which is what lets every service listen on port 0.
+ */
+export function announceReady(logger: Logger, addresses: Record<string, string>): void {
+  logger.info({ event: "ready", ...addresses }, "ready");
+}

@@ -1,0 +1,77 @@
+import { decodeMessage, encodeMessage, type MessageType } from "@infergrid/proto";
+import { connect, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Logger } from "pino";
+
+export type { NatsConnection, Subscription };
+
+export interface NatsOptions {
+  servers: string;
+  name: string;
+  user?: string | undefined;
+  pass?: string | undefined;
+  token?: string | undefined;
+}
+
+/**
+ * Connects and keeps reconnecting forever: the fast loop must go on while NATS is away, and
+ * pick the control plane up again when it is back.
+ */
+export async function connectNats(options: NatsOptions, logger: Logger): Promise<NatsConnection> {
+  const nc = await connect({
+    servers: options.servers.split(","),
+    name: options.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    waitOnFirstConnect: true,
+    ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? "" }),
+    ...(options.token === undefined ? {} : { token: options.token }),
+  });
+  const log = logger.child({ component: "nats" });
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect" || s.type === "reconnect" || s.type === "error") log.warn({ status: s.type }, `nats ${s.type}`);
+    }
+  })();
+  log.info({ server: nc.getServer() }, "connected to nats");
+  return nc;
+}
+
+export function publishMessage<T, P>(nc: NatsConnection, subject: string, type: MessageType<T, P>, message: P): void {
+  nc.publish(subject, encodeMessage(type, message));
+}
+
+/**
+ * Subscribes and decodes with the proto type. A garbled message is logged and dropped (and
+ * counted through `onGarbled`); it never stops the subscription or the service.
+ */
+export function subscribeMessages<T, P>(
+  nc: NatsConnection,
+  subject: string,
+  type: MessageType<T, P>,
+  logger: Logger,
+  handle: (message: T, subject: string) => void | Promise<void>,
+  options: { queue?: string; onGarbled?: (subject: string) => void } = {},
+): Subscription {
+  return nc.subscribe(subject, {
+    ...(options.queue === undefined ? {} : { queue: options.queue }),
+    callback: (err, msg) => {
+      if (err) {
+        logger.warn({ err, subject }, "subscription error");
+        return;
+      }
+      const decoded = decodeMessage(type, msg.data);
+      if (!decoded.ok) {
+        options.onGarbled?.(msg.subject);
+        logger.warn({ subject: msg.subject, bytes: msg.data.length, error: decoded.error }, "dropped a garbled message");
+        return;
+      }
+      try {
+        const result = handle(decoded.value, msg.subject);
+        if (result instanceof Promise)
+          result.catch((e: unknown) => logger.error({ err: e, subject: msg.subject }, "message handler failed"));
+      } catch (e) {
+        logger.error({ err: e, subject: msg.subject }, "message handler failed");
+      }
+    },
+  });
+}

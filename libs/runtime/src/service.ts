@@ -1,0 +1,94 @@
+import { hostname } from "node:os";
+import type { Registry } from "prom-client";
+import { z } from "zod";
+import { ConfigError, configHelp, field, loadConfig } from "./config.js";
+import { makeInstanceId } from "./ids.js";
+import { announceReady, createLogger, type Logger } from "./logger.js";
+import { createMetricsRegistry, startMetricsServer } from "./metrics.js";
+import { connectNats, type NatsConnection } from "./nats.js";
+import { installShutdown, type ShutdownStep } from "./shutdown.js";
+
+/** Settings every service has. */
+export const commonConfigShape = {
+  id: field.optionalString().describe("instance id (default: role-host-random)"),
+  host: field.string("127.0.0.1").describe("address to bind servers to (0.0.0.0 in containers)"),
+  advertiseHost: field
+    .optionalString()
+    .describe("host others use to reach this process (default: host, or the hostname when binding 0.0.0.0)"),
+  grpcPort: field.port(0).describe("gRPC port (0 = any free port)"),
+  metricsPort: field.port(0).describe("Prometheus /metrics port (0 = any free port)"),
+  natsUrl: field.string("nats://127.0.0.1:4222").describe("NATS server URL(s), comma-separated"),
+  natsUser: field.optionalString().describe("NATS user (with natsPass)"),
+  natsPass: field.optionalString().describe("NATS password"),
+  natsToken: field.optionalString().describe("NATS token"),
+  logLevel: field.logLevel().describe("pino log level"),
+  heartbeatMs: field.ms(1000).describe("membership heartbeat period"),
+  shutdownGraceMs: field.ms(5000).describe("time in-flight calls get on shutdown"),
+};
+
+const commonSchema = z.object(commonConfigShape);
+export type CommonConfig = z.infer<typeof commonSchema>;
+
+export interface ServiceContext<C> {
+  config: C;
+  id: string;
+  logger: Logger;
+  metrics: Registry;
+  nc: NatsConnection;
+  /** host:port at which others reach a server of this process bound to `port`. */
+  advertise(port: number): string;
+}
+
+export interface StartedService {
+  /** Addresses for the ready line (grpcAddress, httpAddress, ...). */
+  ready: Record<string, string>;
+  /** Run in order on SIGTERM/SIGINT, before NATS is drained and metrics stop. */
+  shutdown: ShutdownStep[];
+}
+
+/**
+ * The shell every service runs in: validated config (a bad value exits with status 2 and a
+ * message naming it), pino logger, /metrics, NATS, the ready line and ordered shutdown.
+ */
+export async function runService<S extends z.ZodObject>(
+  role: string,
+  schema: S,
+  start: (ctx: ServiceContext<z.infer<S> & CommonConfig>) => Promise<StartedService>,
+): Promise<void> {
+  const full = commonSchema.extend(schema.shape);
+  if (process.argv.includes("--help")) {
+    process.stdout.write(`usage: ${role} [options]\n${configHelp(full)}\n`);
+    process.exit(0);
+  }
+  let config: z.infer<S> & CommonConfig;
+  try {
+    config = loadConfig(full) as z.infer<S> & CommonConfig;
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${role}: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const id = config.id ?? makeInstanceId(role);
+  const logger = createLogger(role, id, config.logLevel);
+  const advertiseHost = config.advertiseHost ?? (config.host === "0.0.0.0" ? hostname() : config.host);
+  try {
+    const metrics = createMetricsRegistry({ service: role });
+    const metricsServer = await startMetricsServer(metrics, config.host, config.metricsPort);
+    const nc = await connectNats(
+      { servers: config.natsUrl, name: id, user: config.natsUser, pass: config.natsPass, token: config.natsToken },
+      logger,
+    );
+    const started = await start({ config, id, logger, metrics, nc, advertise: (port) => `${advertiseHost}:${port}` });
+    installShutdown(
+      logger,
+      [...started.shutdown, { name: "nats", run: () => nc.drain() }, { name: "metrics", run: () => metricsServer.close() }],
+      config.shutdownGraceMs + 5000,
+    );
+    announceReady(logger, { id, metricsAddress: metricsServer.address, ...started.ready });
+  } catch (err) {
+    logger.fatal({ err }, "start-up failed");
+    process.exit(1);
+  }
+}

@@ -1,0 +1,108 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export function findNatsServer(): string {
+  const candidates = [process.env.NATS_SERVER_BIN, "/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"];
+  for (const c of candidates) if (c && existsSync(c)) return c;
+  throw new Error("nats-server not found: run `bash infra/scripts/setup.sh` (it installs Debian's nats-server) or set NATS_SERVER_BIN");
+}
+
+export interface NatsServerHandle {
+  url: string;
+  port: number;
+  /** SIGKILL, as a crash would. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port and store (JetStream state survives). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = connect(port, "127.0.0.1");
+      s.once("connect", () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once("error", () => resolve(false));
+    });
+    if (ok) return;
+    await sleep(50);
+  }
+  throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
+}
+
+/**
+ * A real nats-server with JetStream on a random loopback port, its store in a temp directory;
+ * the port is read from the server's ports file (no guessing, no races).
+ */
+export async function startNatsServer(options: { jetstream?: boolean } = {}): Promise<NatsServerHandle> {
+  const bin = findNatsServer();
+  const dir = mkdtempSync(join(tmpdir(), "ig-nats-"));
+  let child: ChildProcess | undefined;
+  let stderr = "";
+  let port = -1;
+
+  const launch = async (wantPort: number) => {
+    const portsDir = mkdtempSync(join(dir, "ports-"));
+    const args = ["-a", "127.0.0.1", "-p", String(wantPort), "--ports_file_dir", portsDir];
+    if (options.jetstream !== false) args.push("-js", "-sd", join(dir, "store"));
+    const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
+    child = proc;
+    proc.stderr?.on("data", (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+    });
+    const end = Date.now() + 10_000;
+    while (Date.now() < end) {
+      if (proc.exitCode !== null) throw new Error(`nats-server exited with ${proc.exitCode}:\n${stderr}`);
+      const file = readdirSync(portsDir).find((f) => f.endsWith(".ports"));
+      if (file) {
+        const info = JSON.parse(readFileSync(join(portsDir, file), "utf8")) as { nats: string[] };
+        const url = info.nats[0] ?? "";
+        port = Number(url.slice(url.lastIndexOf(":") + 1));
+        await waitForPort(port, 5_000);
+        return;
+      }
+      await sleep(25);
+    }
+    proc.kill("SIGKILL");
+    throw new Error(`nats-server wrote no ports file within 10 s:\n${stderr}`);
+  };
+
+  const terminate = async (signal: NodeJS.Signals) => {
+    const proc = child;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+    proc.kill(signal);
+    await Promise.race([exited, sleep(5_000).then(() => proc.kill("SIGKILL"))]);
+    await exited;
+  };
+
+  await launch(-1);
+  const handle: NatsServerHandle = {
+    get url() {
+      return `nats://127.0.0.1:${port}`;
+    },
+    get port() {
+      return port;
+    },
+    kill: () => terminate("SIGKILL"),
+    restart: async () => {
+      await terminate("SIGTERM");
+      await launch(port);
+    },
+    stop: async () => {
+      await terminate("SIGTERM");
+      rmSync(dir, { recursive: true, force: true });
+    },
+    [Symbol.asyncDispose]: () => handle.stop(),
+  };
+  return handle;
+}
