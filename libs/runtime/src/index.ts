@@ -1,3 +1,4 @@
+export * from "./client-cache.js";
 export * from "./config.js";
 export * from "./grpc.js";
 export * from "./health-client.js";

@@ -1,0 +1,135 @@
+import { AllocatorAdminDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
+import { createClient, type grpc, unaryCall } from "@infergrid/runtime";
+import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+
+/** Fast time constants so a test sees whole control cycles in seconds. */
+export const FAST = {
+  INFERGRID_HEARTBEAT_MS: "250",
+  INFERGRID_LOG_LEVEL: "info",
+  INFERGRID_SHUTDOWN_GRACE_MS: "1000",
+};
+
+export interface TestCluster {
+  nats: NatsServerHandle;
+  allocator: ServiceProcess;
+  backends: ServiceProcess[];
+  frontends: ServiceProcess[];
+  broker: ServiceProcess;
+  brokerClient: grpc.Client;
+  adminClient: grpc.Client;
+  httpUrl: string;
+  stop(): Promise<void>;
+}
+
+export interface ClusterShape {
+  backends: number;
+  frontends: number;
+  backendEnv?: Record<string, string>;
+  frontendEnv?: Record<string, string>;
+  allocatorEnv?: Record<string, string>;
+  brokerEnv?: Record<string, string>;
+}
+
+/** Starts NATS, the allocator, backends, frontends and a broker as real processes. */
+export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
+  const nats = await startNatsServer();
+  const started: ServiceProcess[] = [];
+  const env = (extra?: Record<string, string>) => ({ ...FAST, INFERGRID_NATS_URL: nats.url, ...extra });
+  try {
+    const allocator = await startService("global-allocator", {
+      env: env({ INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
+    });
+    started.push(allocator);
+    const [backends, frontends, broker] = await Promise.all([
+      Promise.all(
+        Array.from({ length: shape.backends }, (_, i) =>
+          startService("backend-worker", { name: `backend-${i}`, env: env({ INFERGRID_ID: `backend-${i}`, ...shape.backendEnv }) }),
+        ),
+      ),
+      Promise.all(
+        Array.from({ length: shape.frontends }, (_, i) =>
+          startService("frontend", {
+            name: `frontend-${i}`,
+            env: env({ INFERGRID_ID: `frontend-${i}`, INFERGRID_AUTOSCALE_MS: "250", ...shape.frontendEnv }),
+          }),
+        ),
+      ),
+      startService("broker", { env: env({ INFERGRID_FRONTEND_TTL_MS: "1000", ...shape.brokerEnv }) }),
+    ]);
+    started.push(...backends, ...frontends, broker);
+    const brokerClient = createClient(broker.ready.grpcAddress ?? "");
+    const adminClient = createClient(allocator.ready.grpcAddress ?? "");
+    return {
+      nats,
+      allocator,
+      backends,
+      frontends,
+      broker,
+      brokerClient,
+      adminClient,
+      httpUrl: `http://${broker.ready.httpAddress}`,
+      stop: async () => {
+        brokerClient.close();
+        adminClient.close();
+        await Promise.all(started.map((p) => p.stop(3000)));
+        await nats.stop();
+      },
+    };
+  } catch (err) {
+    await Promise.all(started.map((p) => p.kill()));
+    await nats.stop();
+    throw err;
+  }
+}
+
+export function emulatedSpec(
+  name: string,
+  options: {
+    locMs?: number;
+    scaleMs?: number;
+    shape?: number;
+    coldStartMs?: number;
+    maxBackends?: number;
+    initialBackends?: number;
+    rtMaxMs?: number;
+  } = {},
+): control.ServiceSpec.$Properties {
+  return {
+    name,
+    model: {
+      kind: control.ModelKind.MODEL_KIND_EMULATED,
+      profile: { shape: options.shape ?? 0.3, locMs: options.locMs ?? 2, scaleMs: options.scaleMs ?? 3 },
+      coldStartMs: options.coldStartMs ?? 100,
+    },
+    sla: { latencyThresholdMs: options.rtMaxMs ?? 200, percentile: 99, burstFactor: 2 },
+    minBackends: 1,
+    maxBackends: options.maxBackends ?? 0,
+    initialBackends: options.initialBackends ?? 1,
+  };
+}
+
+export async function registerService(
+  cluster: TestCluster,
+  spec: control.ServiceSpec.$Properties,
+): Promise<control.ServiceEntry.$Properties> {
+  const reply = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.RegisterService, { spec }, { deadline: Date.now() + 5000 });
+  return reply.entry ?? {};
+}
+
+export function infer(
+  cluster: TestCluster,
+  request: inference.InferRequest.$Properties,
+  timeoutMs = 10_000,
+): Promise<inference.InferResponse.$Properties> {
+  return unaryCall(cluster.brokerClient, InferenceServiceDefinition.Infer, request, { deadline: Date.now() + timeoutMs });
+}
+
+/** Waits until a request to `service` succeeds through the broker (lists assigned, warm). */
+export function waitUntilServing(
+  cluster: TestCluster,
+  service: string,
+  inputs: inference.InferRequest.$Properties["inputs"] = {},
+  timeoutMs = 30_000,
+): Promise<inference.InferResponse.$Properties> {
+  return eventually(`${service} to serve`, async () => infer(cluster, { service, inputs }, 2000), timeoutMs, 200);
+}

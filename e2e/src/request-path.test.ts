@@ -1,0 +1,227 @@
+import { subjects } from "@infergrid/control-plane";
+import { InferenceServiceDefinition, type inference } from "@infergrid/proto";
+import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
+import { connect } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./cluster.js";
+import { ocrClsInput } from "./ocr-input.js";
+
+/**
+ * The whole request path on real processes: a real nats-server, the allocator, 4 backends,
+ * 2 frontends and the broker, over real gRPC and HTTP. Every bad input gets its status; every
+ * request sent ends in exactly one answer.
+ */
+let cluster: TestCluster;
+
+async function grpcStatus(promise: Promise<unknown>): Promise<{ code: grpc.status; details: string; metadata: grpc.Metadata }> {
+  try {
+    await promise;
+  } catch (err) {
+    if (isServiceError(err)) return { code: err.code, details: err.details, metadata: err.metadata };
+    throw err;
+  }
+  throw new Error("expected the call to fail");
+}
+
+async function postJson(
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+  const res = await fetch(`${cluster.httpUrl}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown>, headers: res.headers };
+}
+
+beforeAll(async () => {
+  cluster = await startCluster({ backends: 4, frontends: 2, brokerEnv: { INFERGRID_MAX_REQUEST_BYTES: String(256 * 1024) } });
+  await registerService(cluster, emulatedSpec("echo", { maxBackends: 2, initialBackends: 2 }));
+  await registerService(cluster, {
+    name: "ocr-cls",
+    model: { kind: 2, onnxModel: "ppocr-mobile-cls" },
+    sla: { latencyThresholdMs: 500, percentile: 99, burstFactor: 2 },
+    minBackends: 1,
+    maxBackends: 1,
+    initialBackends: 1,
+  });
+  await registerService(
+    cluster,
+    emulatedSpec("slow", { locMs: 1500, scaleMs: 1, shape: 0.01, maxBackends: 1, initialBackends: 1, rtMaxMs: 5000 }),
+  );
+  await Promise.all([
+    waitUntilServing(cluster, "echo"),
+    waitUntilServing(cluster, "ocr-cls", ocrClsInput("upright")),
+    waitUntilServing(cluster, "slow"),
+  ]);
+  // The pool is used up now: a fourth service gets an empty list.
+  await registerService(cluster, emulatedSpec("starved", { maxBackends: 1 }));
+}, 120_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+describe("the request path broker -> frontend -> backend", () => {
+  it("answers over gRPC on the emulated model, through a frontend and a backend", async () => {
+    const res = await infer(cluster, { service: "echo", requestId: "r-1", inputs: { x: { dims: [2], data: [1, 2] } } });
+    expect(res.requestId).toBe("r-1");
+    expect(res.backendId).toMatch(/^backend-\d$/);
+    expect(res.frontendId).toMatch(/^frontend-\d$/);
+    expect(res.timing?.attempts).toBeGreaterThanOrEqual(1);
+    expect(res.outputs?.y?.dims).toEqual([1]);
+  });
+
+  it("answers over HTTP/JSON", async () => {
+    const res = await postJson("/v1/infer", { service: "echo", request_id: "h-1", inputs: { x: { dims: [1], data: [3] } } });
+    expect(res.status).toBe(200);
+    expect(res.body.requestId).toBe("h-1");
+    expect(res.body.backendId).toMatch(/^backend-\d$/);
+    const viaPath = await postJson("/v1/services/echo/infer", { inputs: {} });
+    expect(viaPath.status).toBe(200);
+  });
+
+  it("runs the real ONNX model: a fixed input gives the same checked output every time, over gRPC and HTTP", async () => {
+    const outputs: number[][] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await infer(cluster, { service: "ocr-cls", inputs: ocrClsInput("upright") });
+      const [name] = Object.keys(res.outputs ?? {});
+      const t = res.outputs?.[name ?? ""];
+      expect(t?.dims).toEqual([1, 2]);
+      const probs = t?.data ?? [];
+      expect((probs[0] ?? 0) + (probs[1] ?? 0)).toBeCloseTo(1, 5);
+      outputs.push(probs);
+    }
+    expect(outputs[1]).toEqual(outputs[0]);
+    expect(outputs[2]).toEqual(outputs[0]);
+    const http = await postJson("/v1/infer", { service: "ocr-cls", inputs: ocrClsInput("upright") });
+    expect(http.status).toBe(200);
+    const httpOutputs = http.body.outputs as Record<string, { data: number[] }>;
+    const first = Object.values(httpOutputs)[0]?.data ?? [];
+    expect(first[0]).toBeCloseTo(outputs[0]?.[0] ?? -1, 6);
+  });
+});
+
+describe("bad input gets a clear status", () => {
+  it("unknown service -> NOT_FOUND / 404", async () => {
+    const s = await grpcStatus(infer(cluster, { service: "no-such-service" }));
+    expect(s.code).toBe(grpc.status.NOT_FOUND);
+    expect(s.details).toContain("no-such-service");
+    const h = await postJson("/v1/infer", { service: "no-such-service" });
+    expect(h.status).toBe(404);
+    expect((h.body.error as { code: string }).code).toBe("NOT_FOUND");
+  });
+
+  it("malformed or wrongly typed payload -> INVALID_ARGUMENT / 400", async () => {
+    const s = await grpcStatus(infer(cluster, { service: "echo", inputs: { x: { dims: [2, 2], data: [1] } } }));
+    expect(s.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(s.details).toContain("need 4 values, got 1");
+    // The model itself refuses a tensor of the wrong shape; the status comes back unchanged.
+    const onnx = await grpcStatus(
+      infer(cluster, { service: "ocr-cls", inputs: { x: { dims: [1, 3, 10, 10], data: new Array(300).fill(0) } } }),
+    );
+    expect(onnx.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const wrongType = await postJson("/v1/infer", { service: "echo", inputs: { x: { dims: [1], data: ["a"] } } });
+    expect(wrongType.status).toBe(400);
+    expect((wrongType.body.error as { message: string }).message).toContain("number");
+    const notJson = await postJson("/v1/infer", "{not json");
+    expect(notJson.status).toBe(400);
+    const notObject = await postJson("/v1/infer", [1, 2]);
+    expect(notObject.status).toBe(400);
+  });
+
+  it("payload over the configured limit -> RESOURCE_EXHAUSTED / 413", async () => {
+    const big = { x: { dims: [100_000], data: new Array(100_000).fill(0.5) } };
+    const s = await grpcStatus(infer(cluster, { service: "echo", inputs: big }));
+    expect(s.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    const h = await postJson("/v1/infer", { service: "echo", inputs: big });
+    expect(h.status).toBe(413);
+  });
+
+  it("deadline already past -> DEADLINE_EXCEEDED / 504", async () => {
+    const s = await grpcStatus(infer(cluster, { service: "echo", deadlineUnixMs: Date.now() - 1000 }));
+    expect(s.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    const h = await postJson("/v1/infer", { service: "echo", deadlineUnixMs: Date.now() - 1000 });
+    expect(h.status).toBe(504);
+  });
+
+  it("no backend can take it in time -> UNAVAILABLE / 503 with a retry hint", async () => {
+    const empty = await grpcStatus(infer(cluster, { service: "starved" }));
+    expect(empty.code).toBe(grpc.status.UNAVAILABLE);
+    expect(Number(empty.metadata.get("x-infergrid-retry-after-ms")[0])).toBeGreaterThan(0);
+    // "slow" has one backend that takes 1.5 s: while it works, a request with a 400 ms budget is refused until it gives up.
+    const occupying = infer(cluster, { service: "slow" });
+    await new Promise((r) => setTimeout(r, 200));
+    const busy = await grpcStatus(infer(cluster, { service: "slow" }, 400));
+    expect(busy.code).toBe(grpc.status.UNAVAILABLE);
+    expect(busy.details).toContain("refusals");
+    await occupying;
+    const h = await postJson("/v1/infer", { service: "starved" });
+    expect(h.status).toBe(503);
+    expect(Number(h.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+  });
+
+  it("a garbled NATS message is logged and dropped, and the services go on", async () => {
+    const nc = await connect({ servers: cluster.nats.url });
+    nc.publish(subjects.heartbeat("frontend", "garbage"), new Uint8Array([0xff, 0xff, 0xff, 0x01]));
+    nc.publish(subjects.heartbeat("backend", "garbage"), new Uint8Array([0x0a, 0xff]));
+    nc.publish(subjects.load("echo"), new Uint8Array([0x12, 0x50]));
+    await nc.flush();
+    await nc.close();
+    await cluster.broker.waitForLog((l) => l.msg === "dropped a garbled message", 5000);
+    await cluster.allocator.waitForLog((l) => l.msg === "dropped a garbled message", 5000);
+    const res = await infer(cluster, { service: "echo" });
+    expect(res.backendId).toBeTruthy();
+    expect(cluster.broker.isRunning() && cluster.allocator.isRunning()).toBe(true);
+  });
+});
+
+describe("every accepted request ends in exactly one response or one explicit error", () => {
+  it("counts answers and errors against requests sent, and against the broker's own counters", async () => {
+    const metricsBefore = await brokerRequestCount();
+    const kinds: inference.InferRequest.$Properties[] = [
+      { service: "echo" },
+      { service: "echo", inputs: { x: { dims: [3], data: [1] } } },
+      { service: "nope" },
+      { service: "starved" },
+      { service: "echo", deadlineUnixMs: Date.now() - 1 },
+    ];
+    const sent = 200;
+    let ok = 0;
+    let failed = 0;
+    const codes = new Map<string, number>();
+    await Promise.all(
+      Array.from({ length: sent }, async (_, i) => {
+        try {
+          await unaryCall(cluster.brokerClient, InferenceServiceDefinition.Infer, kinds[i % kinds.length] ?? {}, {
+            deadline: Date.now() + 10_000,
+          });
+          ok += 1;
+        } catch (err) {
+          failed += 1;
+          const code = isServiceError(err) ? grpc.status[err.code] : "thrown";
+          codes.set(code, (codes.get(code) ?? 0) + 1);
+        }
+      }),
+    );
+    console.log(`sent ${sent}: ${ok} answered, ${failed} failed explicitly ${JSON.stringify(Object.fromEntries(codes))}`);
+    expect(ok + failed).toBe(sent);
+    expect(ok).toBe(40);
+    expect(codes.get("INVALID_ARGUMENT")).toBe(40);
+    expect(codes.get("NOT_FOUND")).toBe(40);
+    expect(codes.get("UNAVAILABLE")).toBe(40);
+    expect(codes.get("DEADLINE_EXCEEDED")).toBe(40);
+    expect((await brokerRequestCount()) - metricsBefore).toBe(sent);
+  });
+});
+
+async function brokerRequestCount(): Promise<number> {
+  const text = await (await fetch(`http://${cluster.broker.ready.metricsAddress}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith("infergrid_broker_requests_total{") && line.includes('protocol="grpc"')) total += Number(line.split(" ").pop());
+  }
+  return total;
+}

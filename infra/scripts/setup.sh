@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Every set-up step for a fresh Debian machine that has only Node and npm: pnpm, the workspace's
+# dependencies, a real nats-server, and the build. Safe to run again: each step is skipped when done.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" = "0" ]; then "$@"; elif command -v sudo >/dev/null 2>&1; then sudo "$@"; else
+    log "need root for: $*"; return 1; fi
+}
+
+if ! command -v pnpm >/dev/null 2>&1; then
+  log "installing pnpm 10 (npm i -g pnpm@10)"
+  npm i -g pnpm@10 >/dev/null 2>&1 || as_root npm i -g pnpm@10
+fi
+
+if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] && [ -z "${NATS_SERVER_BIN:-}" ]; then
+  log "installing nats-server (Debian package)"
+  as_root apt-get update -qq >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
+  # The package enables a system service; this project starts its own servers on its own ports.
+  as_root systemctl disable --now nats-server >/dev/null 2>&1 || true
+fi
+
+stamp=node_modules/.infergrid-install-stamp
+if [ ! -f "$stamp" ] || [ pnpm-lock.yaml -nt "$stamp" ] || [ package.json -nt "$stamp" ]; then
+  log "installing dependencies (pnpm install --frozen-lockfile)"
+  pnpm install --frozen-lockfile --reporter=silent
+  touch "$stamp"
+fi
+
+log "building (protos + TypeScript)"
+pnpm run --silent build
+log "ready"

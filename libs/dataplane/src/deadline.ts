@@ -1,0 +1,16 @@
+/**
+ * The one deadline a request lives by: the earliest of the caller's gRPC deadline, the absolute
+ * deadline in the message and the component's own timeout. `Infinity` means none was given.
+ */
+export function effectiveDeadline(now: number, grpcDeadline: number, messageDeadline: number, defaultTimeoutMs: number): number {
+  const candidates = [now + defaultTimeoutMs];
+  if (Number.isFinite(grpcDeadline) && grpcDeadline > 0) candidates.push(grpcDeadline);
+  if (messageDeadline > 0) candidates.push(messageDeadline);
+  return Math.min(...candidates);
+}
+
+/** grpc-js gives a deadline as a Date or a number (Infinity when none). */
+export function deadlineMs(deadline: Date | number | undefined): number {
+  if (deadline === undefined) return Number.POSITIVE_INFINITY;
+  return deadline instanceof Date ? deadline.getTime() : deadline;
+}

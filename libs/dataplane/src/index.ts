@@ -1,0 +1,3 @@
+export * from "./deadline.js";
+export * from "./retry-hint.js";
+export * from "./validate.js";

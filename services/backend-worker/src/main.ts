@@ -1,0 +1,74 @@
+import { Registry, startHeartbeat, subjects } from "@infergrid/control-plane";
+import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
+import { publishMessage, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
+import { BackendState } from "@infergrid/swayam";
+import { Counter } from "prom-client";
+import { backendConfig } from "./config.js";
+import { Worker } from "./worker.js";
+
+await runService("backend-worker", backendConfig, async ({ config, id, logger, metrics, nc, advertise }) => {
+  const registry = await Registry.open(nc, logger);
+  const machine = new BackendState({
+    concurrency: config.concurrency,
+    idleTimeoutMs: config.idleTimeoutMs,
+    frontendWindowMs: config.tSetupMs,
+  });
+  const executed = new Counter({
+    name: "infergrid_backend_requests_total",
+    help: "Execute calls, by status",
+    labelNames: ["status"],
+    registers: [metrics],
+  });
+  const worker = new Worker(id, machine, config.onnxThreads, logger, {
+    onDecommissioned: (service) => {
+      publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
+        kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
+        backendId: id,
+        service,
+        atUnixMs: Date.now(),
+        reason: `idle for ${config.idleTimeoutMs} ms`,
+      });
+      heartbeat?.beat();
+    },
+  });
+  const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
+
+  const grpcServer = await startGrpcServer({
+    host: config.host,
+    port: config.grpcPort,
+    maxReceiveMessageBytes: config.maxRequestBytes,
+    register: (server) =>
+      server.addService(BackendServiceDefinition, {
+        Execute: unaryHandler(logger, async (req) => {
+          const reply = await worker.execute(req);
+          executed.inc({ status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
+          return reply;
+        }),
+        WarmUp: unaryHandler(logger, async (req) => worker.warmUp(req)),
+      }),
+  });
+  const heartbeat: ReturnType<typeof startHeartbeat> | undefined = startHeartbeat(nc, {
+    role: "backend",
+    id,
+    address: advertise(grpcServer.port),
+    intervalMs: config.heartbeatMs,
+    extra: () => ({ backend: worker.report(), instanceType: config.instanceType }),
+  });
+  const idleTimer = setInterval(() => worker.checkIdle(), Math.max(50, Math.min(1000, config.idleTimeoutMs / 10)));
+  grpcServer.health.setStatus("", "SERVING");
+
+  return {
+    ready: { grpcAddress: advertise(grpcServer.port) },
+    shutdown: [
+      { name: "heartbeat", run: () => heartbeat.stop() },
+      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
+      {
+        name: "loops",
+        run: () => {
+          clearInterval(idleTimer);
+          stopWatch();
+        },
+      },
+    ],
+  };
+});

@@ -1,0 +1,13 @@
+import { field } from "@infergrid/runtime";
+import { z } from "zod";
+
+export const brokerConfig = z.object({
+  httpPort: field.port(0).describe("HTTP/JSON ingress port (0 = any free port)"),
+  maxRequestBytes: field.int(4 * 1024 * 1024, 1024).describe("largest accepted request (gRPC message or HTTP body), bytes"),
+  requestTimeoutMs: field.ms(30_000).describe("deadline given to a request that brings none"),
+  frontendTtlMs: field.ms(3_000).describe("a frontend silent this long leaves the rotation"),
+  ejectMs: field.ms(2_000).describe("how long a frontend that failed a call stays out of the rotation"),
+  maxFailovers: field.int(3, 0, 16).describe("other frontends tried when one cannot be reached"),
+});
+
+export type BrokerConfig = z.infer<typeof brokerConfig>;

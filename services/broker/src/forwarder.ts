@@ -1,0 +1,82 @@
+import { type MembershipTable, subjects } from "@infergrid/control-plane";
+import { isDeliberate, unavailableMetadata } from "@infergrid/dataplane";
+import { control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
+import {
+  type ClientCache,
+  GrpcStatusError,
+  grpc,
+  type Logger,
+  type NatsConnection,
+  statusOf,
+  subscribeMessages,
+  unaryCall,
+} from "@infergrid/runtime";
+import type { FrontendRotation } from "./frontend-rotation.js";
+
+/** Statuses that mean the frontend was never reached or went away mid-call: try another one. */
+function isTransportFailure(err: unknown): boolean {
+  const s = statusOf(err);
+  if (isDeliberate(s.metadata)) return false;
+  return s.code === grpc.status.UNAVAILABLE || s.code === grpc.status.UNKNOWN;
+}
+
+export interface ForwarderOptions {
+  maxFailovers: number;
+  onFailover(): void;
+}
+
+/** Sends each request to one frontend (round robin), failing over to others it cannot reach. */
+export class Forwarder {
+  constructor(
+    private readonly members: MembershipTable<null>,
+    private readonly rotation: FrontendRotation,
+    private readonly clients: ClientCache,
+    private readonly options: ForwarderOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  liveFrontends(now: number): string[] {
+    return this.members.live(now).map((m) => m.id);
+  }
+
+  async forward(request: inference.InferRequest.$Properties, deadline: number): Promise<inference.InferResponse.$Properties> {
+    const tried = new Set<string>();
+    let lastError: unknown;
+    for (let attempt = 0; attempt <= this.options.maxFailovers; attempt++) {
+      const now = Date.now();
+      if (now >= deadline) throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
+      const id = this.rotation.next(this.liveFrontends(now), tried, now);
+      const member = id === undefined ? undefined : this.members.get(id);
+      if (id === undefined || !member) break;
+      tried.add(id);
+      try {
+        return await unaryCall(this.clients.get(member.address), InferenceServiceDefinition.Infer, request, { deadline });
+      } catch (err) {
+        if (!isTransportFailure(err)) throw err;
+        lastError = err;
+        this.rotation.eject(id, Date.now());
+        this.options.onFailover();
+        this.logger.warn({ frontend: id, err: statusOf(err).details }, "frontend unreachable; failing over");
+      }
+    }
+    const why = lastError ? `no frontend could be reached (last: ${statusOf(lastError).details})` : "no frontend is available";
+    throw new GrpcStatusError(grpc.status.UNAVAILABLE, why, unavailableMetadata("broker", 1000));
+  }
+}
+
+/** Keeps the membership table fed from frontend heartbeats. */
+export function watchFrontends(nc: NatsConnection, members: MembershipTable<null>, logger: Logger, onGarbled: () => void): void {
+  subscribeMessages(
+    nc,
+    subjects.heartbeatsOf("frontend"),
+    control.Heartbeat,
+    logger,
+    (hb) => {
+      if (!hb.id || !hb.address) return;
+      const isNew = members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, null, Date.now());
+      if (isNew && !hb.draining) logger.info({ frontend: hb.id, address: hb.address }, "frontend joined the rotation");
+      if (hb.draining) logger.info({ frontend: hb.id }, "frontend is draining; out of the rotation");
+    },
+    { onGarbled },
+  );
+}

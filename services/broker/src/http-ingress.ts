@@ -1,0 +1,91 @@
+import { retryAfterMs } from "@infergrid/dataplane";
+import { inference } from "@infergrid/proto";
+import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
+import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
+import type { Ingress } from "./ingress.js";
+
+const SNAKE_TO_CAMEL: Record<string, string> = { request_id: "requestId", deadline_unix_ms: "deadlineUnixMs" };
+
+/** Accepts the proto3 JSON names in either spelling (requestId or request_id). */
+function normaliseKeys(body: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(body).map(([k, v]) => [SNAKE_TO_CAMEL[k] ?? k, v]));
+}
+
+function parseInferBody(body: unknown, service?: string): inference.InferRequest {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, "the body must be a JSON object");
+  }
+  const obj = normaliseKeys(body as Record<string, unknown>);
+  if (service !== undefined) obj.service = service;
+  const problem = inference.InferRequest.verify(obj);
+  if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, `malformed request: ${problem}`);
+  return inference.InferRequest.fromObject(obj);
+}
+
+function sendError(reply: FastifyReply, err: unknown): FastifyReply {
+  const s = statusOf(err);
+  const retry = retryAfterMs(s.metadata);
+  if (retry !== undefined) reply.header("retry-after", String(Math.max(1, Math.ceil(retry / 1000))));
+  return reply.code(httpStatusForGrpc(s.code)).send({
+    error: { code: grpc.status[s.code], message: s.details, ...(retry === undefined ? {} : { retryAfterMs: retry }) },
+  });
+}
+
+/** HTTP/JSON front door: POST /v1/infer and POST /v1/services/:service/infer. */
+export function buildHttpIngress(
+  ingress: Ingress,
+  maxRequestBytes: number,
+  logger: Logger,
+  requestTimeoutHeader = "x-request-timeout-ms",
+): FastifyInstance {
+  const app = Fastify({ bodyLimit: maxRequestBytes, logger: false });
+
+  const infer = async (body: unknown, service: string | undefined, headers: Record<string, unknown>, reply: FastifyReply) => {
+    let request: inference.InferRequest;
+    try {
+      request = parseInferBody(body, service);
+    } catch (err) {
+      ingress.countRejected("http", grpc.status.INVALID_ARGUMENT);
+      return sendError(reply, err);
+    }
+    const timeout = Number(headers[requestTimeoutHeader]);
+    const grpcDeadline = Number.isFinite(timeout) && timeout > 0 ? Date.now() + timeout : undefined;
+    try {
+      const response = await ingress.handle("http", request, grpcDeadline);
+      return reply
+        .code(200)
+        .send(
+          inference.InferResponse.toObject(inference.InferResponse.fromObject(response as Record<string, unknown>), {
+            longs: Number,
+            defaults: true,
+          }),
+        );
+    } catch (err) {
+      return sendError(reply, err);
+    }
+  };
+
+  app.post("/v1/infer", (req, reply) => infer(req.body, undefined, req.headers, reply));
+  app.post<{ Params: { service: string } }>("/v1/services/:service/infer", (req, reply) =>
+    infer(req.body, req.params.service, req.headers, reply),
+  );
+  app.get("/healthz", (_req, reply) => reply.code(200).send({ status: "ok" }));
+
+  app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, _req, reply) => {
+    // Errors fastify raises before a handler runs: body too large, bad JSON, wrong content type.
+    if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+      ingress.countRejected("http", grpc.status.RESOURCE_EXHAUSTED);
+      return reply
+        .code(413)
+        .send({ error: { code: "RESOURCE_EXHAUSTED", message: `request body over the limit of ${maxRequestBytes} bytes` } });
+    }
+    const status = err.statusCode ?? 500;
+    if (status >= 500) logger.error({ err }, "http ingress failed");
+    ingress.countRejected("http", status < 500 ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL);
+    return reply.code(status).send({ error: { code: status < 500 ? "INVALID_ARGUMENT" : "INTERNAL", message: err.message } });
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply.code(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url}` } }),
+  );
+  return app;
+}

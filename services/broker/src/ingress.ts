@@ -1,0 +1,66 @@
+import { randomUUID } from "node:crypto";
+import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
+import type { inference } from "@infergrid/proto";
+import { GrpcStatusError, grpc, statusOf } from "@infergrid/runtime";
+import { Counter, Histogram, type Registry } from "prom-client";
+import type { Forwarder } from "./forwarder.js";
+
+export type Protocol = "grpc" | "http";
+
+/**
+ * The broker's one request path, shared by the gRPC and HTTP front doors: validate, fix the
+ * deadline, forward, and count exactly one outcome per request.
+ */
+export class Ingress {
+  private readonly requests: Counter<"protocol" | "code">;
+  private readonly duration: Histogram<"protocol">;
+
+  constructor(
+    private readonly forwarder: Forwarder,
+    private readonly requestTimeoutMs: number,
+    registry: Registry,
+  ) {
+    this.requests = new Counter({
+      name: "infergrid_broker_requests_total",
+      help: "Requests the broker answered, by protocol and final status code",
+      labelNames: ["protocol", "code"],
+      registers: [registry],
+    });
+    this.duration = new Histogram({
+      name: "infergrid_broker_request_duration_seconds",
+      help: "Time from receipt to answer at the broker",
+      labelNames: ["protocol"],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    });
+  }
+
+  /** Counts a request refused before it reached `handle` (too large, unparsable). */
+  countRejected(protocol: Protocol, code: grpc.status): void {
+    this.requests.inc({ protocol, code: grpc.status[code] });
+  }
+
+  async handle(
+    protocol: Protocol,
+    request: inference.InferRequest.$Properties,
+    grpcDeadline: Date | number | undefined,
+  ): Promise<inference.InferResponse.$Properties> {
+    const started = Date.now();
+    try {
+      const problem = inferRequestProblem(request);
+      if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
+      const deadline = effectiveDeadline(started, deadlineMs(grpcDeadline), Number(request.deadlineUnixMs ?? 0), this.requestTimeoutMs);
+      if (deadline <= started)
+        throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, `deadline passed ${started - deadline} ms before the request arrived`);
+      const forwarded = { ...request, requestId: request.requestId || randomUUID(), deadlineUnixMs: deadline };
+      const response = await this.forwarder.forward(forwarded, deadline);
+      this.requests.inc({ protocol, code: "OK" });
+      return response;
+    } catch (err) {
+      this.requests.inc({ protocol, code: grpc.status[statusOf(err).code] });
+      throw err;
+    } finally {
+      this.duration.observe({ protocol }, (Date.now() - started) / 1000);
+    }
+  }
+}

@@ -1,0 +1,73 @@
+import { MembershipTable, startHeartbeat } from "@infergrid/control-plane";
+import { InferenceServiceDefinition } from "@infergrid/proto";
+import { ClientCache, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
+import { Counter } from "prom-client";
+import { brokerConfig } from "./config.js";
+import { Forwarder, watchFrontends } from "./forwarder.js";
+import { FrontendRotation } from "./frontend-rotation.js";
+import { buildHttpIngress } from "./http-ingress.js";
+import { Ingress } from "./ingress.js";
+
+await runService("broker", brokerConfig, async ({ config, id, logger, metrics, nc, advertise }) => {
+  const members = new MembershipTable<null>(config.frontendTtlMs);
+  const rotation = new FrontendRotation(config.ejectMs);
+  const clients = new ClientCache();
+  const failovers = new Counter({
+    name: "infergrid_broker_failovers_total",
+    help: "Calls moved to another frontend",
+    registers: [metrics],
+  });
+  const garbled = new Counter({
+    name: "infergrid_garbled_messages_total",
+    help: "NATS messages dropped as undecodable",
+    registers: [metrics],
+  });
+  watchFrontends(nc, members, logger.child({ component: "membership" }), () => garbled.inc());
+  const forwarder = new Forwarder(
+    members,
+    rotation,
+    clients,
+    { maxFailovers: config.maxFailovers, onFailover: () => failovers.inc() },
+    logger,
+  );
+  const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics);
+
+  const housekeeping = setInterval(() => {
+    const now = Date.now();
+    members.expire(now, config.frontendTtlMs * 10);
+    const live = members.live(now);
+    rotation.forgetExcept(live.map((m) => m.id));
+    clients.retain(members.all().map((m) => m.address));
+  }, 1000);
+
+  const grpcServer = await startGrpcServer({
+    host: config.host,
+    port: config.grpcPort,
+    maxReceiveMessageBytes: config.maxRequestBytes,
+    register: (server) =>
+      server.addService(InferenceServiceDefinition, {
+        Infer: unaryHandler(logger, (req, call) => ingress.handle("grpc", req, call.getDeadline())),
+      }),
+  });
+  const http = buildHttpIngress(ingress, config.maxRequestBytes, logger);
+  await http.listen({ host: config.host, port: config.httpPort });
+  const httpPort = (http.server.address() as { port: number }).port;
+  const heartbeat = startHeartbeat(nc, { role: "broker", id, address: advertise(grpcServer.port), intervalMs: config.heartbeatMs });
+  grpcServer.health.setStatus("", "SERVING");
+
+  return {
+    ready: { grpcAddress: advertise(grpcServer.port), httpAddress: advertise(httpPort) },
+    shutdown: [
+      { name: "heartbeat", run: () => heartbeat.stop() },
+      { name: "http", run: () => http.close() },
+      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
+      {
+        name: "clients",
+        run: () => {
+          clearInterval(housekeeping);
+          clients.closeAll();
+        },
+      },
+    ],
+  };
+});

@@ -1,0 +1,20 @@
+import { field } from "@infergrid/runtime";
+import { z } from "zod";
+
+export const frontendConfig = z.object({
+  maxRequestBytes: field.int(4 * 1024 * 1024, 1024).describe("largest accepted request, bytes"),
+  requestTimeoutMs: field.ms(30_000).describe("deadline given to a request that brings none"),
+  retryGapMs: field.ms(5).describe("delta: wait before retrying a refused request on another backend"),
+  attemptTimeoutMs: field.ms(10_000).describe("longest one backend call may take before it counts as failed"),
+  backendFailCooldownMs: field.ms(5_000).describe("how long a backend that failed a call is skipped"),
+  loadReportMs: field.ms(1_000).describe("period of per-service load reports on NATS"),
+  autoscaleMs: field.ms(1_000).describe("period of the autoscaling decision"),
+  tSetupMs: field.ms(10_000).describe("t_setup: provisioning upper bound, prediction horizon and n_F freshness"),
+  rateWindowMs: field.ms(100_000).describe("Swayam rate window for the regression"),
+  rateHistoryMs: field.ms(500_000).describe("Swayam rate history for the regression"),
+  scaleInCooldownMs: field.ms(600_000).describe("minimum time between two scale-ins of a service"),
+  networkRttMs: field.ms(1).describe("d1 + d2: round trip to a backend, used by the sizing model"),
+  scaling: z.enum(["swayam", "static"]).default("swayam").describe("swayam: model-based n; static: n = the allocator's min_warm"),
+});
+
+export type FrontendConfig = z.infer<typeof frontendConfig>;

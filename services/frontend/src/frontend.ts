@@ -1,0 +1,219 @@
+import { subjects } from "@infergrid/control-plane";
+import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
+import { control, type inference } from "@infergrid/proto";
+import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { BackendTracker } from "./backend-tracker.js";
+import type { Dispatcher } from "./dispatcher.js";
+import { LoadWindow } from "./load-window.js";
+import type { ServiceScaler } from "./service-scaler.js";
+import type { BackendRef, ServiceTable, ServiceView } from "./service-table.js";
+import type { Warmer } from "./warmer.js";
+
+interface ServiceState {
+  scaler: ServiceScaler;
+  window: LoadWindow;
+  frontendsEstimate: number;
+  globalRate: number;
+}
+
+export interface FrontendDeps {
+  id: string;
+  table: ServiceTable;
+  tracker: BackendTracker;
+  dispatcher: Dispatcher;
+  warmer: Warmer;
+  newScaler: () => ServiceScaler;
+  requestTimeoutMs: number;
+  nc: NatsConnection;
+  metrics: Registry;
+  logger: Logger;
+}
+
+/**
+ * The frontend's request path and its two loops (autoscaling and load reports). Requests are
+ * answered exactly once: a response, or one status error.
+ */
+export class Frontend {
+  private readonly services = new Map<string, ServiceState>();
+  private readonly requests: Counter<"service" | "code">;
+  private readonly latency: Histogram<"service">;
+  private readonly inUse: Gauge<"service">;
+  private readonly frontendsGauge: Gauge<"service">;
+  private readonly rateGauge: Gauge<"service">;
+
+  constructor(private readonly deps: FrontendDeps) {
+    const registers = [deps.metrics];
+    this.requests = new Counter({
+      name: "infergrid_frontend_requests_total",
+      help: "Requests answered, by service and status",
+      labelNames: ["service", "code"],
+      registers,
+    });
+    this.latency = new Histogram({
+      name: "infergrid_frontend_request_duration_seconds",
+      help: "Time from arrival at the frontend to the answer",
+      labelNames: ["service"],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 2, 5, 10],
+      registers,
+    });
+    this.inUse = new Gauge({
+      name: "infergrid_frontend_backends_in_use",
+      help: "n: the prefix of the ordered list this frontend dispatches into",
+      labelNames: ["service"],
+      registers,
+    });
+    this.frontendsGauge = new Gauge({
+      name: "infergrid_frontend_frontends_estimate",
+      help: "n_F as this frontend estimates it",
+      labelNames: ["service"],
+      registers,
+    });
+    this.rateGauge = new Gauge({
+      name: "infergrid_frontend_global_rate_estimate",
+      help: "Predicted global request rate (req/s) used for sizing",
+      labelNames: ["service"],
+      registers,
+    });
+  }
+
+  private state(name: string): ServiceState {
+    let s = this.services.get(name);
+    if (!s) {
+      s = { scaler: this.deps.newScaler(), window: new LoadWindow(Date.now()), frontendsEstimate: 1, globalRate: 0 };
+      this.services.set(name, s);
+    }
+    return s;
+  }
+
+  onServiceChange(name: string, entry: ServiceView | undefined): void {
+    if (!entry) {
+      this.services.delete(name);
+      return;
+    }
+    this.rescale(name, entry, Date.now());
+  }
+
+  /** Recomputes n for a service and warms the entries of its prefix that are not warm. */
+  private rescale(name: string, entry: ServiceView, now: number): void {
+    const s = this.state(name);
+    const outcome = s.scaler.decide(now, { spec: entry.spec, listLength: entry.backends.length, minWarm: entry.minWarm });
+    s.frontendsEstimate = outcome.frontendsEstimate;
+    s.globalRate = outcome.globalRatePerSec;
+    this.inUse.set({ service: name }, outcome.n);
+    this.frontendsGauge.set({ service: name }, outcome.frontendsEstimate);
+    this.rateGauge.set({ service: name }, outcome.globalRatePerSec);
+    this.deps.warmer.warm(name, this.prefix(entry, outcome.n, now), now);
+  }
+
+  /** The first n usable entries: the backends requests may go to. */
+  private prefix(entry: ServiceView, n: number, now: number): BackendRef[] {
+    const out: BackendRef[] = [];
+    for (const ref of entry.backends) {
+      if (out.length >= n) break;
+      if (this.deps.tracker.usable(ref.backendId, now)) out.push(ref);
+    }
+    return out;
+  }
+
+  autoscaleTick(now: number): void {
+    for (const name of this.deps.table.names()) {
+      const entry = this.deps.table.get(name);
+      if (entry) this.rescale(name, entry, now);
+    }
+    this.deps.tracker.forgetExcept(this.deps.table.names().flatMap((n) => this.deps.table.get(n)?.backends.map((b) => b.backendId) ?? []));
+  }
+
+  publishLoad(now: number): void {
+    for (const [name, s] of this.services) {
+      const w = s.window;
+      publishMessage(this.deps.nc, subjects.load(name), control.LoadReport, {
+        frontendId: this.deps.id,
+        service: name,
+        windowStartUnixMs: w.start,
+        windowEndUnixMs: now,
+        arrivals: w.arrivals,
+        completed: w.completed,
+        failed: w.failed,
+        withinSlo: w.withinSlo,
+        latencyP50Ms: w.quantile(0.5),
+        latencyP99Ms: w.quantile(0.99),
+        frontendsEstimate: s.frontendsEstimate,
+        backendsInUse: s.scaler.n,
+        globalRateEstimate: s.globalRate,
+        serviceTimeMeanMs: w.meanComputeMs(),
+      });
+      s.window = new LoadWindow(now);
+    }
+  }
+
+  snapshot(): Record<string, { n: number; frontendsEstimate: number; globalRate: number }> {
+    return Object.fromEntries(
+      [...this.services].map(([k, s]) => [k, { n: s.scaler.n, frontendsEstimate: s.frontendsEstimate, globalRate: s.globalRate }]),
+    );
+  }
+
+  async infer(
+    request: inference.InferRequest.$Properties,
+    grpcDeadline: Date | number | undefined,
+  ): Promise<inference.InferResponse.$Properties> {
+    const arrived = Date.now();
+    const service = request.service ?? "";
+    const label = this.deps.table.get(service) ? service : "_unknown";
+    try {
+      const problem = inferRequestProblem(request);
+      if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
+      const entry = this.deps.table.get(service);
+      if (!entry) throw new GrpcStatusError(grpc.status.NOT_FOUND, `service ${JSON.stringify(service)} is not registered`);
+      const deadline = effectiveDeadline(
+        arrived,
+        deadlineMs(grpcDeadline),
+        Number(request.deadlineUnixMs ?? 0),
+        this.deps.requestTimeoutMs,
+      );
+      if (deadline <= arrived)
+        throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");
+      const s = this.state(service);
+      s.scaler.recordArrival(arrived);
+      s.window.arrivals += 1;
+      const result = await this.deps.dispatcher.dispatch(
+        () => {
+          const e = this.deps.table.get(service);
+          return e ? { frontendId: this.deps.id, entry: e, n: this.state(service).scaler.n } : undefined;
+        },
+        request,
+        deadline,
+        {
+          onReply: (backendId, reply, now) => {
+            this.deps.tracker.report(backendId, reply.report, now);
+            const computeMs = reply.computeMs ? reply.computeMs : undefined;
+            this.state(service).scaler.observeReply(backendId, reply.report?.frontendsSeen ?? 0, computeMs, now);
+          },
+          onRefusedCold: (index) => {
+            const e = this.deps.table.get(service);
+            const ref = e?.backends[index];
+            if (ref) this.deps.warmer.warm(service, [ref], Date.now());
+          },
+        },
+      );
+      const totalMs = Date.now() - arrived;
+      const rtMax = entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY;
+      this.state(service).window.recordCompletion(totalMs, totalMs <= rtMax, result.reply.computeMs ?? undefined);
+      this.requests.inc({ service: label, code: "OK" });
+      this.latency.observe({ service: label }, totalMs / 1000);
+      return {
+        requestId: request.requestId ?? "",
+        service,
+        outputs: result.reply.outputs ?? {},
+        backendId: result.backendId,
+        frontendId: this.deps.id,
+        timing: { totalMs, computeMs: result.reply.computeMs ?? 0, attempts: result.attempts },
+      };
+    } catch (err) {
+      const s = this.services.get(service);
+      if (s && label !== "_unknown") s.window.failed += 1;
+      this.requests.inc({ service: label, code: grpc.status[statusOf(err).code] });
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,81 @@
+import { Registry, startHeartbeat } from "@infergrid/control-plane";
+import { systemRandom } from "@infergrid/core";
+import { InferenceServiceDefinition } from "@infergrid/proto";
+import { ClientCache, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
+import { pickBackend } from "@infergrid/swayam";
+import { Counter } from "prom-client";
+import { BackendTracker } from "./backend-tracker.js";
+import { frontendConfig } from "./config.js";
+import { Dispatcher } from "./dispatcher.js";
+import { Frontend } from "./frontend.js";
+import { createScaler } from "./scalers.js";
+import { ServiceTable } from "./service-table.js";
+import { Warmer } from "./warmer.js";
+
+await runService("frontend", frontendConfig, async ({ config, id, logger, metrics, nc, advertise }) => {
+  const registry = await Registry.open(nc, logger);
+  const clients = new ClientCache();
+  const tracker = new BackendTracker(config.backendFailCooldownMs);
+  const warmUps = new Counter({
+    name: "infergrid_frontend_warmups_total",
+    help: "Warm-up requests sent to backends",
+    registers: [metrics],
+  });
+  const warmer = new Warmer(clients, tracker, id, 2_000, logger.child({ component: "warmer" }), () => warmUps.inc());
+  const dispatcher = new Dispatcher(
+    clients,
+    tracker,
+    pickBackend,
+    systemRandom,
+    { retryGapMs: config.retryGapMs, attemptTimeoutMs: config.attemptTimeoutMs, retryAfterMs: 1000 },
+    logger.child({ component: "dispatch" }),
+  );
+  let frontend: Frontend | undefined;
+  const table = new ServiceTable(registry, logger.child({ component: "services" }), (name, entry) => {
+    frontend?.onServiceChange(name, entry);
+    clients.retain(table.addresses());
+  });
+  frontend = new Frontend({
+    id,
+    table,
+    tracker,
+    dispatcher,
+    warmer,
+    newScaler: () => createScaler(config),
+    requestTimeoutMs: config.requestTimeoutMs,
+    nc,
+    metrics,
+    logger,
+  });
+  const fe = frontend;
+  table.start();
+
+  const grpcServer = await startGrpcServer({
+    host: config.host,
+    port: config.grpcPort,
+    maxReceiveMessageBytes: config.maxRequestBytes,
+    register: (server) =>
+      server.addService(InferenceServiceDefinition, { Infer: unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())) }),
+  });
+  const autoscale = setInterval(() => fe.autoscaleTick(Date.now()), config.autoscaleMs);
+  const reports = setInterval(() => fe.publishLoad(Date.now()), config.loadReportMs);
+  const heartbeat = startHeartbeat(nc, { role: "frontend", id, address: advertise(grpcServer.port), intervalMs: config.heartbeatMs });
+  grpcServer.health.setStatus("", "SERVING");
+
+  return {
+    ready: { grpcAddress: advertise(grpcServer.port) },
+    shutdown: [
+      { name: "heartbeat", run: () => heartbeat.stop() },
+      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
+      {
+        name: "loops",
+        run: () => {
+          clearInterval(autoscale);
+          clearInterval(reports);
+          table.stop();
+          clients.closeAll();
+        },
+      },
+    ],
+  };
+});
