@@ -18,5 +18,6 @@ export function createLogger(service: string, id: string, level: string): Logger
  * addresses from it, which is what lets every service listen on port 0.
  */
 export function announceReady(logger: Logger, addresses: Record<string, string>): void {
-  logger.info({ event: "ready", ...addresses }, "ready");
+  // Printed whatever the configured level: launchers depend on it.
+  logger.child({}, { level: "info" }).info({ event: "ready", ...addresses }, "ready");
 }

@@ -1,7 +1,7 @@
 import { Registry } from "@infergrid/control-plane";
 import type { control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection } from "@infergrid/runtime";
-import type { ServiceProcess } from "@infergrid/testkit";
+import type { ServiceProcess } from "./service-process.js";
 
 /**
  * Writes the registry the way the allocator does (assignment first, then the ordered list), so

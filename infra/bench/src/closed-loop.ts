@@ -1,0 +1,54 @@
+/** Percentile by nearest rank over a sorted copy. */
+export function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
+}
+
+export interface LoopResult {
+  requests: number;
+  errors: number;
+  seconds: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/**
+ * `concurrency` workers each send the next request as soon as the last one is answered, for
+ * `durationMs` after a warm-up that is not measured.
+ */
+export async function closedLoop(call: () => Promise<unknown>, concurrency: number, warmupMs: number, durationMs: number): Promise<LoopResult> {
+  const latencies: number[] = [];
+  let errors = 0;
+  let measuring = false;
+  let stop = false;
+  const worker = async () => {
+    while (!stop) {
+      const t0 = performance.now();
+      try {
+        await call();
+        if (measuring) latencies.push(performance.now() - t0);
+      } catch {
+        if (measuring) errors += 1;
+      }
+    }
+  };
+  const workers = Array.from({ length: concurrency }, () => worker());
+  await new Promise((r) => setTimeout(r, warmupMs));
+  measuring = true;
+  const started = performance.now();
+  await new Promise((r) => setTimeout(r, durationMs));
+  measuring = false;
+  const seconds = (performance.now() - started) / 1000;
+  stop = true;
+  await Promise.all(workers);
+  latencies.sort((a, b) => a - b);
+  return {
+    requests: latencies.length,
+    errors,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50Ms: percentile(latencies, 0.5),
+    p99Ms: percentile(latencies, 0.99),
+  };
+}

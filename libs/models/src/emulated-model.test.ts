@@ -1,0 +1,134 @@
+import { type Lognormal, lognormalMean, type Random, seededRandom } from "@infergrid/core";
+import { describe, expect, it } from "vitest";
+import { EmulatedModel } from "./emulated-model.js";
+import { InvalidModelInputError, ModelNotLoadedError } from "./types.js";
+
+const RESNET34: Lognormal = { shape: 0.3602, loc: 72.86, scale: 86.69 };
+
+function recordingSleep(): { sleeps: number[]; sleep: (ms: number) => Promise<void> } {
+  const sleeps: number[] = [];
+  return { sleeps, sleep: async (ms) => void sleeps.push(ms) };
+}
+
+const noRandom: Random = {
+  uniform: () => {
+    throw new Error("the zero-time path must not draw");
+  },
+};
+
+describe("EmulatedModel", () => {
+  it("sleeps the configured cold start once, however often load is called", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, coldStartMs: 1500, sleep, random: seededRandom(1) });
+    expect(await model.load()).toEqual({ coldStartMs: 1500 });
+    expect(await model.load()).toEqual({ coldStartMs: 1500 });
+    expect(sleeps).toEqual([1500]);
+  });
+
+  it("draws service times whose mean matches the lognormal profile, and sleeps exactly each one", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, coldStartMs: 0, sleep, random: seededRandom(7) });
+    await model.load();
+    const n = 20_000;
+    let sum = 0;
+    let min = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < n; i++) {
+      const { outputs, computeMs } = await model.infer({});
+      expect(outputs).toEqual({ y: { dims: [1], data: [computeMs] } });
+      expect(sleeps[i]).toBe(computeMs);
+      sum += computeMs;
+      min = Math.min(min, computeMs);
+    }
+    expect(sleeps).toHaveLength(n);
+    // Mean 165.4 ms, sd 34.4 ms: the standard error over 20k draws is 0.24 ms, so 1 ms is about 4 of them.
+    expect(Math.abs(sum / n - lognormalMean(RESNET34))).toBeLessThan(1);
+    expect(min).toBeGreaterThan(RESNET34.loc);
+  });
+
+  it("repeats its draws for the same seed", async () => {
+    const draw = async (seed: number) => {
+      const model = new EmulatedModel({ profile: RESNET34, coldStartMs: 0, sleep: async () => {}, random: seededRandom(seed) });
+      await model.load();
+      const times: number[] = [];
+      for (let i = 0; i < 5; i++) times.push((await model.infer({})).computeMs);
+      return times;
+    };
+    expect(await draw(3)).toEqual(await draw(3));
+    expect(await draw(3)).not.toEqual(await draw(4));
+  });
+
+  it("returns at once with neither a sleep nor a draw for the zero-time profile", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: { shape: 0.5, loc: 0, scale: 0 }, coldStartMs: 0, sleep, random: noRandom });
+    expect(await model.load()).toEqual({ coldStartMs: 0 });
+    for (let i = 0; i < 3; i++) {
+      expect(await model.infer({ x: { dims: [2], data: [1, 2] } })).toEqual({ outputs: { y: { dims: [1], data: [0] } }, computeMs: 0 });
+    }
+    expect(sleeps).toEqual([]);
+  });
+
+  it("takes a constant time, without drawing, when the scale is 0", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: { shape: 0.3, loc: 12.5, scale: 0 }, coldStartMs: 0, sleep, random: noRandom });
+    await model.load();
+    expect((await model.infer({})).computeMs).toBe(12.5);
+    expect(sleeps).toEqual([12.5]);
+  });
+
+  it("waits on a timer by default instead of spinning the CPU", async () => {
+    const model = new EmulatedModel({ profile: { shape: 0, loc: 200, scale: 0 }, coldStartMs: 0 });
+    await model.load();
+    const cpuBefore = process.cpuUsage();
+    const started = performance.now();
+    await model.infer({});
+    const wallMs = performance.now() - started;
+    const cpu = process.cpuUsage(cpuBefore);
+    expect(wallMs).toBeGreaterThanOrEqual(199);
+    // A busy-wait burns the whole 200 ms; a timer wait burns almost none (the rest is the process's other threads).
+    expect((cpu.user + cpu.system) / 1000).toBeLessThan(100);
+  });
+
+  it("accepts any float tensors whose data length is the product of their dims", async () => {
+    const model = new EmulatedModel({ profile: RESNET34, coldStartMs: 0, sleep: async () => {}, random: seededRandom(1) });
+    await model.load();
+    const ok = await model.infer({
+      a: { dims: [2, 3], data: new Float32Array(6) },
+      b: { dims: [4], data: [1, 2, 3, 4] },
+      c: { dims: [0, 5], data: [] },
+      d: { dims: [], data: [7] },
+    });
+    expect(ok.outputs.y?.dims).toEqual([1]);
+  });
+
+  it.each([
+    ["a", { dims: [2, 3], data: new Float32Array(5) }, /input "a": data has 5 values but dims \[2, 3\] need 6/],
+    ["b", { dims: [2, -3], data: [] }, /input "b": dims \[2, -3\] has -3/],
+    ["c", { dims: [1.5], data: [1] }, /input "c": dims \[1.5\] has 1.5/],
+    ["d", { dims: [1], data: "1" as unknown as number[] }, /input "d": data must be a Float32Array or an array of numbers/],
+  ])("rejects input %s with a message naming it and the fault", async (inputName, tensor, message) => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, coldStartMs: 0, sleep, random: seededRandom(1) });
+    await model.load();
+    const attempt = model.infer({ ok: { dims: [1], data: [1] }, [inputName]: tensor });
+    await expect(attempt).rejects.toThrow(InvalidModelInputError);
+    await expect(attempt).rejects.toThrow(message);
+    expect(sleeps).toEqual([]);
+  });
+
+  it("refuses to run before load and after unload, and loads again afterwards", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, coldStartMs: 40, sleep, random: seededRandom(1) });
+    await expect(model.infer({})).rejects.toThrow(ModelNotLoadedError);
+    await model.load();
+    await model.unload();
+    await expect(model.infer({})).rejects.toThrow(ModelNotLoadedError);
+    await model.load();
+    await model.infer({});
+    expect(sleeps.filter((ms) => ms === 40)).toHaveLength(2);
+  });
+
+  it("rejects a profile or cold start it cannot sleep", () => {
+    expect(() => new EmulatedModel({ profile: { shape: 0.3, loc: -1, scale: 5 }, coldStartMs: 0 })).toThrow(RangeError);
+    expect(() => new EmulatedModel({ profile: RESNET34, coldStartMs: Number.NaN })).toThrow(RangeError);
+  });
+});

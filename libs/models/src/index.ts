@@ -1,0 +1,6 @@
+export * from "./emulated-model.js";
+export * from "./factory.js";
+export * from "./ocr-cls.js";
+export * from "./onnx-catalogue.js";
+export * from "./onnx-model.js";
+export * from "./types.js";
