@@ -97,7 +97,8 @@ export class Frontend {
   /** Recomputes n for a service and warms the entries of its prefix that are not warm. */
   private rescale(name: string, entry: ServiceView, now: number): void {
     const s = this.state(name);
-    const outcome = s.scaler.decide(now, { spec: entry.spec, listLength: entry.backends.length, minWarm: entry.minWarm });
+    const usable = (i: number) => this.deps.tracker.usable(entry.backends[i]?.backendId ?? "", now);
+    const outcome = s.scaler.decide(now, { spec: entry.spec, listLength: entry.backends.length, minWarm: entry.minWarm, usable });
     s.frontendsEstimate = outcome.frontendsEstimate;
     s.globalRate = outcome.globalRatePerSec;
     this.inUse.set({ service: name }, outcome.n);

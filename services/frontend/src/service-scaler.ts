@@ -5,6 +5,8 @@ export interface ScaleInputs {
   listLength: number;
   /** The allocator's floor on n for this service. */
   minWarm: number;
+  /** Whether list entry i may take requests (failed backends are skipped by every frontend alike). */
+  usable?: (index: number) => boolean;
 }
 
 export interface ScaleOutcome {

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "vitest";
+import { FrontendScaler } from "./frontend-scaler.js";
+
+const sla = { rtMaxMs: 500, slMin: 0.99, burstFactor: 1 };
+const prior = { shape: 0.0001, loc: 0, scale: 100 }; // about 100 ms, nearly deterministic
+
+function feed(s: FrontendScaler, from: number, to: number, perSec: number): void {
+  for (let t = from; t < to; t += 1000 / perSec) s.recordArrival(t);
+}
+
+describe("FrontendScaler", () => {
+  it("multiplies the local rate by n_F from backend gossip", () => {
+    const a = new FrontendScaler({ probeCostMs: 2, rateWindowMs: 10_000, rateHistoryMs: 50_000, tSetupMs: 10_000 });
+    const b = new FrontendScaler({ probeCostMs: 2, rateWindowMs: 10_000, rateHistoryMs: 50_000, tSetupMs: 10_000 });
+    feed(a, 0, 60_000, 20);
+    feed(b, 0, 60_000, 20);
+    b.observeReply("b1", 3, 100, 59_000);
+    const one = a.decide(60_000, { sla, listLength: 50, minWarm: 1, serviceTimePrior: prior });
+    const three = b.decide(60_000, { sla, listLength: 50, minWarm: 1, serviceTimePrior: prior });
+    expect(one.frontendsEstimate).toBe(1);
+    expect(three.frontendsEstimate).toBe(3);
+    expect(three.globalRatePerSec).toBeCloseTo(3 * one.globalRatePerSec, 6);
+    // 20 req/s x 100 ms = 2 busy backends; 60 req/s = 6: n grows with the global rate.
+    expect(one.n).toBeGreaterThanOrEqual(3);
+    expect(three.n).toBeGreaterThan(one.n * 2);
+  });
+
+  it("warms the new entries on scale-out and keeps n within the list", () => {
+    const s = new FrontendScaler({ probeCostMs: 2, rateWindowMs: 10_000, rateHistoryMs: 50_000 });
+    feed(s, 0, 30_000, 100);
+    const out = s.decide(30_000, { sla, listLength: 6, minWarm: 1, serviceTimePrior: prior });
+    expect(out.n).toBe(6);
+    expect(out.sizing.feasible).toBe(false);
+    expect(out.warmUp).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it("switches from the prior to the reported service times", () => {
+    const s = new FrontendScaler({ probeCostMs: 2, minEmpiricalSamples: 20 });
+    expect(s.serviceTime(prior).kind).toBe("lognormal");
+    for (let i = 0; i < 20; i++) s.observeReply("b", 1, 50 + i, i);
+    const st = s.serviceTime(prior);
+    expect(st.kind).toBe("empirical");
+    expect(st.kind === "empirical" && st.samplesMs.length).toBe(20);
+  });
+});

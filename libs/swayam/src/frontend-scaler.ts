@@ -1,0 +1,174 @@
+/**
+ * One frontend's autoscaler for one service: Swayam's protocol end to end (Gujarati et al.,
+ * Middleware'17, sections 4.2 to 4.4). It counts first arrivals, predicts the local rate
+ * t_setup ahead, multiplies by n_F (learned from the counts backends piggyback on replies) and
+ * by U inside decideScale, sizes n with the response-time model over the service times backends
+ * report, and regulates scale-in. The frontend service and the simulator both drive this class,
+ * so what is evaluated is what runs.
+ *
+ * Choices where the paper is silent:
+ *  - Service times: the empirical distribution of the last `maxSamples` compute times once at
+ *    least `minEmpiricalSamples` are in (no parametric assumption), before that the prior (the
+ *    registered profile) if any, else a lognormal fitted to what there is, else `defaultServiceMs`.
+ *  - The rate prediction is never below the current local rate: a regression on a falling
+ *    trend may predict less than what arrives now, and under-sizing is the costly error.
+ */
+import { fitLognormal, type Lognormal } from "@infergrid/core";
+import { FrontendCountEstimator } from "./frontend-count.js";
+import { SWAYAM_DEFAULTS } from "./parameters.js";
+import type { UsablePredicate } from "./prefix-dispatch.js";
+import { RateHistory } from "./rate-history.js";
+import type { ServiceTime, SizingResult } from "./response-time-model.js";
+import { decideScale, initialScaleState, type ScaleReason, type ScaleState } from "./scaling-decision.js";
+
+export interface FrontendScalerOptions {
+  tSetupMs?: number;
+  rateWindowMs?: number;
+  rateHistoryMs?: number;
+  rateBucketMs?: number;
+  scaleInCooldownMs?: number;
+  /** d1 + d2 + delta: what one extra probe costs (ms). */
+  probeCostMs: number;
+  /** Delay every request pays once (network to and from the backend, ms). */
+  fixedDelayMs?: number;
+  maxSamples?: number;
+  minEmpiricalSamples?: number;
+  defaultServiceMs?: number;
+  /** Initial n before the first decision (Swayam bootstraps with a few warm backends). */
+  initialN?: number;
+}
+
+export interface ServiceSla {
+  rtMaxMs: number;
+  /** Fraction, e.g. 0.99. */
+  slMin: number;
+  burstFactor: number;
+}
+
+export interface FrontendScaleInputs {
+  sla: ServiceSla;
+  listLength: number;
+  minWarm: number;
+  usable?: UsablePredicate;
+  /** The registered service-time profile, used until enough samples are in. */
+  serviceTimePrior?: Lognormal;
+}
+
+export interface FrontendScaleOutcome {
+  n: number;
+  warmUp: number[];
+  reason: ScaleReason;
+  frontendsEstimate: number;
+  localRatePerSec: number;
+  globalRatePerSec: number;
+  sizing: SizingResult;
+}
+
+export class FrontendScaler {
+  private readonly rates: RateHistory;
+  private readonly frontends: FrontendCountEstimator;
+  private readonly samples: number[] = [];
+  private sampleCursor = 0;
+  /** A frozen copy of the samples, renewed every `refreshEvery` new ones: the model caches per object. */
+  private snapshot: ServiceTime | undefined;
+  private samplesSinceSnapshot = 0;
+  private state: ScaleState | undefined;
+  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs">> & { rateBucketMs: number | undefined };
+
+  constructor(options: FrontendScalerOptions) {
+    this.opts = {
+      tSetupMs: options.tSetupMs ?? SWAYAM_DEFAULTS.tSetupMs,
+      rateWindowMs: options.rateWindowMs ?? SWAYAM_DEFAULTS.rateWindowMs,
+      rateHistoryMs: options.rateHistoryMs ?? SWAYAM_DEFAULTS.rateHistoryMs,
+      rateBucketMs: options.rateBucketMs,
+      scaleInCooldownMs: options.scaleInCooldownMs ?? SWAYAM_DEFAULTS.scaleInCooldownMs,
+      probeCostMs: options.probeCostMs,
+      fixedDelayMs: options.fixedDelayMs ?? 0,
+      maxSamples: options.maxSamples ?? 500,
+      minEmpiricalSamples: options.minEmpiricalSamples ?? 100,
+      defaultServiceMs: options.defaultServiceMs ?? 100,
+      initialN: options.initialN ?? 1,
+    };
+    this.rates = new RateHistory({
+      windowMs: this.opts.rateWindowMs,
+      historyMs: this.opts.rateHistoryMs,
+      ...(this.opts.rateBucketMs === undefined ? {} : { bucketMs: this.opts.rateBucketMs }),
+    });
+    this.frontends = new FrontendCountEstimator({ freshnessMs: this.opts.tSetupMs });
+  }
+
+  get n(): number {
+    return this.state?.n ?? this.opts.initialN;
+  }
+
+  /** A first arrival (never a retry or a warm-up). */
+  recordArrival(now: number, count = 1): void {
+    this.rates.recordArrival(now, count);
+  }
+
+  /** Every backend reply, accepted or refused: n_F gossip, and the compute time when it ran. */
+  observeReply(backendId: string, frontendsSeen: number, computeMs: number | undefined, now: number): void {
+    this.frontends.observe(backendId, frontendsSeen, now);
+    if (computeMs === undefined || !(computeMs >= 0)) return;
+    if (this.samples.length < this.opts.maxSamples) this.samples.push(computeMs);
+    else {
+      this.samples[this.sampleCursor] = computeMs;
+      this.sampleCursor = (this.sampleCursor + 1) % this.opts.maxSamples;
+    }
+    this.samplesSinceSnapshot += 1;
+  }
+
+  serviceTime(prior?: Lognormal): ServiceTime {
+    if (this.samples.length >= this.opts.minEmpiricalSamples) {
+      if (
+        !this.snapshot ||
+        this.snapshot.kind !== "empirical" ||
+        this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)
+      ) {
+        this.snapshot = { kind: "empirical", samplesMs: this.samples.slice() };
+        this.samplesSinceSnapshot = 0;
+      }
+      return this.snapshot;
+    }
+    if (prior && prior.scale + prior.loc > 0) return { kind: "lognormal", dist: prior };
+    const fitted = this.samples.length >= 10 ? fitLognormal(this.samples) : undefined;
+    if (fitted) return { kind: "lognormal", dist: fitted };
+    return { kind: "empirical", samplesMs: [this.opts.defaultServiceMs] };
+  }
+
+  decide(now: number, inputs: FrontendScaleInputs): FrontendScaleOutcome {
+    this.state ??= initialScaleState(now, Math.min(this.opts.initialN, Math.max(0, inputs.listLength)));
+    this.frontends.prune(now);
+    const frontendsEstimate = this.frontends.estimate(now);
+    const localRatePerSec = this.rates.localRate(now);
+    const predicted = Math.max(localRatePerSec, this.rates.predictRate(now, this.opts.tSetupMs));
+    const globalRatePerSec = predicted * frontendsEstimate;
+    const { decision, state } = decideScale({
+      now,
+      state: this.state,
+      predictedGlobalRate: globalRatePerSec,
+      burstFactor: inputs.sla.burstFactor,
+      sizing: {
+        serviceTime: this.serviceTime(inputs.serviceTimePrior),
+        rtMaxMs: inputs.sla.rtMaxMs,
+        slMin: inputs.sla.slMin,
+        probeCostMs: this.opts.probeCostMs,
+        fixedDelayMs: this.opts.fixedDelayMs,
+      },
+      listLength: inputs.listLength,
+      minWarm: inputs.minWarm,
+      scaleInCooldownMs: this.opts.scaleInCooldownMs,
+      ...(inputs.usable ? { usable: inputs.usable } : {}),
+    });
+    this.state = state;
+    return {
+      n: decision.n,
+      warmUp: decision.warmUp,
+      reason: decision.reason,
+      frontendsEstimate,
+      localRatePerSec,
+      globalRatePerSec,
+      sizing: decision.sizing,
+    };
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * Random dispatch inside the prefix of the ordered backend list (Gujarati et al., Middleware'17, section 4.4,
+ * Algorithm 1 lines 8-9, and section 4.5 RAND).
+ *
+ * Every frontend holds the same ordered list and uses its first n entries, so frontends that agree on n use the
+ * same backends and the rest idle until they decommission. A failed (unusable) entry is skipped by the same
+ * rule everywhere: the prefix is the first n *usable* entries, so it extends past failures (section 5.3: the
+ * frontends "use additional warm backends"). Excluded indices (already tried for this request) stay in the
+ * prefix, they just cannot be picked, so retries go to another backend.
+ */
+import { type Random, randomInt } from "@infergrid/core";
+
+export type UsablePredicate = (index: number) => boolean;
+
+/**
+ * A list index chosen uniformly among the first n usable entries of a list of listLength entries, minus the
+ * excluded ones; undefined if none is left. Two scans and no allocation: the simulator calls this per probe.
+ */
+export function pickBackend(
+  n: number,
+  usable: UsablePredicate,
+  excluded: ReadonlySet<number>,
+  random: Random,
+  listLength: number,
+): number | undefined {
+  let inPrefix = 0;
+  let candidates = 0;
+  let end = 0;
+  for (; end < listLength && inPrefix < n; end++) {
+    if (!usable(end)) continue;
+    inPrefix++;
+    if (!excluded.has(end)) candidates++;
+  }
+  if (candidates === 0) return undefined;
+  let chosen = randomInt(random, candidates);
+  for (let i = 0; i < end; i++) {
+    if (!usable(i) || excluded.has(i)) continue;
+    if (chosen === 0) return i;
+    chosen--;
+  }
+  return undefined;
+}
+
+/**
+ * List indices of the usable entries of rank fromRank..toRank-1 (0-based ranks among usable entries).
+ * usableRange(0, n) is the effective prefix; usableRange(nOld, nNew) the entries to warm on a scale-out.
+ */
+export function usableRange(fromRank: number, toRank: number, usable: UsablePredicate, listLength: number): number[] {
+  const out: number[] = [];
+  let rank = 0;
+  for (let i = 0; i < listLength && rank < toRank; i++) {
+    if (!usable(i)) continue;
+    if (rank >= fromRank) out.push(i);
+    rank++;
+  }
+  return out;
+}
+
+/** The list indices that make up the effective prefix of size n. */
+export function effectivePrefix(n: number, usable: UsablePredicate, listLength: number): number[] {
+  return usableRange(0, n, usable, listLength);
+}
+
+/**
+ * The entry that joins the prefix when `failed` (currently in it) becomes unusable: the first usable entry past
+ * the prefix's end. Undefined if `failed` is not in the prefix or the list has no spare entry. Warm it.
+ */
+export function replacementFor(n: number, failed: number, usable: UsablePredicate, listLength: number): number | undefined {
+  const prefix = effectivePrefix(n, usable, listLength);
+  if (!prefix.includes(failed)) return undefined;
+  const last = prefix[prefix.length - 1] ?? -1;
+  for (let i = last + 1; i < listLength; i++) {
+    if (i !== failed && usable(i)) return i;
+  }
+  return undefined;
+}

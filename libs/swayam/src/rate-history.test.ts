@@ -1,0 +1,69 @@
+import { describe, expect, it } from "vitest";
+import { RateHistory } from "./rate-history.js";
+
+/** Records, at each bucket start, exactly the arrivals of rate(t) = a + b t (t in s) over that bucket. */
+function feedRamp(h: RateHistory, a: number, b: number, untilMs: number): void {
+  const bucketS = h.bucketMs / 1000;
+  for (let start = 0; start * 1000 < untilMs; start += bucketS) {
+    const end = start + bucketS;
+    h.recordArrival(start * 1000, a * bucketS + (b * (end * end - start * start)) / 2);
+  }
+}
+
+describe("RateHistory", () => {
+  it("predicts a linear ramp exactly, t_setup ahead (sliding 100 s windows over 500 s)", () => {
+    const h = new RateHistory({ origin: 0 });
+    feedRamp(h, 5, 0.1, 600_000);
+    // now = 603 s: the instantaneous rate at 613 s is 5 + 61.3 = 66.3 req/s.
+    expect(h.predictRate(603_000, 10_000)).toBeCloseTo(66.3, 9);
+    expect(h.predictRate(603_000, 100_000)).toBeCloseTo(5 + 0.1 * 703, 9);
+  });
+
+  it("predicts a ramp exactly with the paper's disjoint windows too", () => {
+    const h = new RateHistory({ origin: 0, bucketMs: 100_000 });
+    feedRamp(h, 2, 0.05, 1_000_000);
+    expect(h.predictRate(1_000_000, 10_000)).toBeCloseTo(2 + 0.05 * 1010, 9);
+  });
+
+  it("only uses the last 500 s: an old level does not bend the trend", () => {
+    const h = new RateHistory({ origin: 0 });
+    for (let t = 0; t < 1_000_000; t += 100) h.recordArrival(t, t < 400_000 ? 5 : 1); // 50/s then 10/s
+    expect(h.predictRate(1_000_000, 10_000)).toBeCloseTo(10, 9);
+    expect(h.localRate(1_000_000)).toBeCloseTo(10, 9);
+  });
+
+  it("localRate is the rate over the last window, or since the origin before the window fills", () => {
+    const h = new RateHistory({ origin: 0 });
+    for (let t = 0; t < 200_000; t += 100) h.recordArrival(t); // 10 req/s
+    expect(h.localRate(200_000)).toBeCloseTo(10, 9);
+    const young = new RateHistory({ origin: 0 });
+    for (let t = 0; t < 40_000; t += 250) young.recordArrival(t); // 4 req/s for 40 s
+    expect(young.localRate(40_000)).toBeCloseTo(4, 9);
+    expect(new RateHistory().localRate(5_000)).toBe(0);
+  });
+
+  it("falls back to the local rate with too little history", () => {
+    const h = new RateHistory({ origin: 0 });
+    // 115 s of history holds two complete 100 s windows (ending at 100 s and 110 s): fewer than 3.
+    for (let t = 0; t < 115_000; t += 50) h.recordArrival(t, t < 60_000 ? 1 : 3);
+    expect(h.predictRate(115_000, 10_000)).toBeCloseTo(h.localRate(115_000), 12);
+    // At 120 s there are three, and the prediction follows the rising trend above the local rate.
+    for (let t = 115_000; t < 120_000; t += 50) h.recordArrival(t, 3);
+    expect(h.predictRate(120_000, 10_000)).toBeGreaterThan(h.localRate(120_000));
+  });
+
+  it("never predicts a negative rate", () => {
+    const h = new RateHistory({ origin: 0 });
+    feedRamp(h, 60, -0.1, 550_000); // rate reaches 5 at 550 s, falling 1/s every 10 s
+    expect(h.predictRate(550_000, 100_000)).toBe(0);
+    expect(h.predictRate(550_000, 0)).toBeGreaterThan(0);
+  });
+
+  it("defaults the origin to the first arrival and drops arrivals older than the history", () => {
+    const h = new RateHistory();
+    h.recordArrival(1_000_000, 10);
+    h.recordArrival(1_000_000 - 600_000, 1_000); // beyond the ring: must not land in a live bucket
+    expect(h.localRate(1_005_000)).toBeCloseTo(10 / 10, 9);
+    expect(() => new RateHistory({ windowMs: 100_000, bucketMs: 30_000 })).toThrow(RangeError);
+  });
+});

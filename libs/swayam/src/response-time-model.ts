@@ -1,0 +1,271 @@
+/**
+ * Swayam's model-based backend estimation (Gujarati et al., Middleware'17, sections 4.3 and 4.5, Eq. 1).
+ *
+ * Random dispatch with retries: every probe finds its backend busy with probability rho = lambda E[S] / n,
+ * independently, so the number of probes K is geometric, P(K > k) = rho^k. The first probe costs the
+ * fixed delay (d1 in Eq. 1); every extra probe costs d1 + d2 + Delta (refusal round trip plus the retry
+ * gap). The waiting time W = fixed + (K - 1) * probeCost is discrete, so convolving it with the
+ * service-time distribution S is an exact sum:
+ *
+ *   P(W + S <= RT_max) = sum_{k >= 1} (1 - rho) rho^(k-1) F_S(RT_max - fixed - (k - 1) probeCost).
+ *
+ * The sum is truncated once rho^k (a bound on everything left) is negligible or the argument of F_S falls
+ * below the support of S, so one evaluation costs O(k) CDF calls with small k. This is the convolution the
+ * paper asks for, not "waiting percentile + service percentile", which would be pessimistic.
+ */
+import { type Lognormal, lognormalCdf, lognormalMean } from "@infergrid/core";
+
+export type ServiceTime = { kind: "lognormal"; dist: Lognormal } | { kind: "empirical"; samplesMs: readonly number[] };
+
+export interface SizingParams {
+  /** Global arrival rate in requests per second, already multiplied by n_F and by the burst factor U. */
+  ratePerSec: number;
+  serviceTime: ServiceTime;
+  rtMaxMs: number;
+  /** Target fraction of requests within rtMaxMs, e.g. 0.99. */
+  slMin: number;
+  /** Cost of one extra probe: d1 + d2 + Delta (ms). */
+  probeCostMs: number;
+  /** Largest n allowed (the length of the ordered backend list). */
+  maxN: number;
+  /** Smallest n returned (default 1). */
+  minN?: number;
+  /**
+   * Delay every request pays once whatever the number of probes (ms, default 0): d1 in Eq. 1, plus d2 when the
+   * response time is measured at the frontend (the reply's trip back).
+   */
+  fixedDelayMs?: number;
+  /**
+   * Sizing never accepts an n with utilisation above this (default 1: only stability, as in the paper). The
+   * model assumes independent probes and is optimistic at high utilisation (see README), so a cap such as 0.8
+   * is a guard when the burst factor U gives little headroom.
+   */
+  maxUtilisation?: number;
+}
+
+export type AttainmentParams = Omit<SizingParams, "maxN" | "minN" | "maxUtilisation">;
+
+export interface SizingResult {
+  /** Backends to use: the smallest n meeting the SLA, capped at maxN. */
+  n: number;
+  /** Whether n meets the SLA (false when maxN is too small, or when no n can meet it). */
+  feasible: boolean;
+  /** P(response time <= RT_max) with n backends (0 when utilisation >= 1). */
+  attainment: number;
+  /** Backends missing beyond maxN; 0 if feasible; Infinity when no number of backends meets the SLA. */
+  shortfall: number;
+  /** rho with n backends. */
+  utilisation: number;
+}
+
+/** A remaining geometric tail below this is ignored: far below any SL_min granularity. */
+const TAIL_EPSILON = 1e-12;
+/** Hard bound on the terms of one sum, for pathological inputs (probe cost ~0 with rho ~1). */
+const MAX_TERMS = 200_000;
+/** Doublings beyond which sizing gives up (2^60 backends). */
+const MAX_DOUBLINGS = 60;
+
+interface PreparedServiceTime {
+  meanMs: number;
+  /** Below this, F_S is 0. */
+  minMs: number;
+  cdf: (x: number) => number;
+  /** F_S on the probe grid budget - (k - 1) * cost, per (budget, cost), filled lazily. */
+  grids: Map<string, CdfGrid>;
+}
+
+interface CdfGrid {
+  values: number[];
+  /** The grid has reached the bottom of S's support: every further value is 0. */
+  complete: boolean;
+}
+
+// Sorting an empirical sample (and filling CDF grids) on every call would dominate the simulator's cost, so
+// the prepared form is cached per ServiceTime *object*: treat a ServiceTime as an immutable value and build a
+// new one when its samples change (a frontend doing so once per decision re-sorts a few hundred samples per
+// tick). The length is re-checked as a cheap guard against an array that grew under a reused object. A
+// lognormal is keyed by its Lognormal object, so fresh wrappers around the same profile share one cache.
+const preparedEmpirical = new WeakMap<ServiceTime, PreparedServiceTime & { length: number }>();
+const preparedLognormal = new WeakMap<Lognormal, PreparedServiceTime>();
+/** Grids kept per service time; RT_max and probe cost rarely change, but a live-measured cost could. */
+const MAX_GRIDS = 16;
+
+function prepare(s: ServiceTime): PreparedServiceTime {
+  if (s.kind === "lognormal") {
+    let p = preparedLognormal.get(s.dist);
+    if (p === undefined) {
+      const d = { ...s.dist };
+      p = { meanMs: lognormalMean(d), minMs: d.loc, cdf: (x) => lognormalCdf(d, x), grids: new Map() };
+      preparedLognormal.set(s.dist, p);
+    }
+    return p;
+  }
+  const length = s.samplesMs.length;
+  const cached = preparedEmpirical.get(s);
+  if (cached !== undefined && cached.length === length) return cached;
+  if (length === 0) throw new RangeError("empirical service time needs at least one sample");
+  const sorted = Float64Array.from(s.samplesMs).sort();
+  let sum = 0;
+  for (const x of sorted) sum += x;
+  const p = { meanMs: sum / length, minMs: sorted[0] ?? 0, cdf: (x: number) => upperBound(sorted, x) / length, grids: new Map(), length };
+  preparedEmpirical.set(s, p);
+  return p;
+}
+
+/**
+ * The CDF values on the probe grid do not depend on n or on the rate, so sizing (which varies only n) and the
+ * simulator (which varies only the rate) evaluate the CDF once per grid point, then only multiply-add.
+ */
+function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid {
+  const key = `${budget}|${cost}`;
+  let grid = p.grids.get(key);
+  if (grid === undefined) {
+    if (p.grids.size >= MAX_GRIDS) {
+      const oldest = p.grids.keys().next();
+      if (oldest.done !== true) p.grids.delete(oldest.value);
+    }
+    grid = { values: [], complete: false };
+    p.grids.set(key, grid);
+  }
+  return grid;
+}
+
+/** Number of elements <= x in a sorted array. */
+function upperBound(sorted: Float64Array, x: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((sorted[mid] ?? 0) <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+export function meanServiceTimeMs(s: ServiceTime): number {
+  return prepare(s).meanMs;
+}
+
+/** rho = lambda E[S] / n (may be >= 1: the model then has no steady state). */
+export function utilisation(params: Pick<AttainmentParams, "ratePerSec" | "serviceTime">, n: number): number {
+  if (params.ratePerSec <= 0) return 0;
+  if (n <= 0) return Number.POSITIVE_INFINITY;
+  return (params.ratePerSec * prepare(params.serviceTime).meanMs) / (1000 * n);
+}
+
+/** With cached = false the CDF is evaluated directly (for one-off budgets that would only churn the grid cache). */
+function attainmentAt(
+  p: PreparedServiceTime,
+  rho: number,
+  rtMaxMs: number,
+  probeCostMs: number,
+  fixedDelayMs: number,
+  cached = true,
+): number {
+  if (!(rho < 1)) return 0;
+  const budget = rtMaxMs - fixedDelayMs;
+  if (rho <= 0 || probeCostMs <= 0) return p.cdf(budget);
+  const grid = cached ? gridFor(p, budget, probeCostMs) : { values: [], complete: false };
+  const values = grid.values;
+  let total = 0;
+  let weight = 1 - rho; // P(K = k)
+  let tail = rho; // P(K > k), a bound on all the terms left
+  for (let i = 0; i < MAX_TERMS; i++) {
+    if (i >= values.length) {
+      if (grid.complete) break;
+      const x = budget - i * probeCostMs;
+      if (x < p.minMs) {
+        grid.complete = true;
+        break;
+      }
+      values.push(p.cdf(x));
+    }
+    total += weight * (values[i] ?? 0);
+    if (tail < TAIL_EPSILON) break;
+    weight *= rho;
+    tail *= rho;
+  }
+  return Math.min(1, total);
+}
+
+/** P(response time <= RT_max) with n backends. 0 when n is infeasible (utilisation >= 1). */
+export function attainment(params: AttainmentParams, n: number): number {
+  const p = prepare(params.serviceTime);
+  return attainmentAt(p, utilisation(params, n), params.rtMaxMs, params.probeCostMs, params.fixedDelayMs ?? 0);
+}
+
+/**
+ * Eq. 1 as printed: the p-quantile (p in (0, 1)) of the waiting time, treating the number of probes as continuous.
+ * For reference and checks; the sizing uses the exact discrete convolution above.
+ */
+export function waitingTimeQuantileEq1(rho: number, p: number, probeCostMs: number, fixedDelayMs = 0): number {
+  if (!(rho < 1)) return Number.POSITIVE_INFINITY;
+  if (rho <= 0) return fixedDelayMs;
+  return fixedDelayMs + Math.max(0, Math.log(1 - p) / Math.log(rho) - 1) * probeCostMs;
+}
+
+/** The p-quantile of the modelled response time with n backends (bisection on the CDF; for reports and plots). */
+export function responseTimeQuantile(params: AttainmentParams, n: number, p: number): number {
+  const prepared = prepare(params.serviceTime);
+  const rho = utilisation(params, n);
+  if (!(rho < 1)) return Number.POSITIVE_INFINITY;
+  const fixed = params.fixedDelayMs ?? 0;
+  const cdf = (x: number) => attainmentAt(prepared, rho, x, params.probeCostMs, fixed, false);
+  let lo = fixed + prepared.minMs;
+  let hi = Math.max(lo + 1, 2 * (fixed + prepared.meanMs));
+  for (let i = 0; i < 200 && cdf(hi) < p; i++) hi *= 2;
+  for (let i = 0; i < 100 && hi - lo > 1e-9 * hi; i++) {
+    const mid = (lo + hi) / 2;
+    if (cdf(mid) >= p) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/**
+ * The smallest n >= minN with attainment >= slMin (sections 4.3 step 5: "binary search"): doubling from the
+ * smallest stable n, then bisection, which is valid because attainment rises with n (rho falls, so K shrinks
+ * stochastically and every F_S term is non-increasing in k). Capped at maxN with the shortfall reported.
+ */
+export function sizeBackends(params: SizingParams): SizingResult {
+  const minN = Math.max(1, Math.ceil(params.minN ?? 1));
+  const maxN = Math.floor(params.maxN);
+  const needed = smallestSufficientN(params, minN);
+  const n = Math.max(0, Math.min(needed, maxN));
+  const attained = n > 0 ? attainment(params, n) : 0;
+  const feasible = needed <= maxN && attained >= params.slMin;
+  return {
+    n,
+    feasible,
+    attainment: attained,
+    shortfall: feasible ? 0 : Math.max(0, needed - Math.max(0, maxN)),
+    utilisation: utilisation(params, n),
+  };
+}
+
+function smallestSufficientN(params: SizingParams, minN: number): number {
+  const prepared = prepare(params.serviceTime);
+  const fixed = params.fixedDelayMs ?? 0;
+  const meets = (n: number) => attainmentAt(prepared, utilisation(params, n), params.rtMaxMs, params.probeCostMs, fixed) >= params.slMin;
+  const maxRho = Math.min(1, params.maxUtilisation ?? 1);
+  if (!(maxRho > 0)) throw new RangeError(`maxUtilisation must be in (0, 1], got ${params.maxUtilisation}`);
+  // As n grows, rho -> 0 and attainment -> F_S(RT_max - fixed): if even that misses SL_min, nothing will do.
+  if (prepared.cdf(params.rtMaxMs - fixed) < params.slMin) return Number.POSITIVE_INFINITY;
+  const offered = params.ratePerSec > 0 ? (params.ratePerSec * prepared.meanMs) / 1000 : 0;
+  // Smallest n with rho < 1 and rho <= maxUtilisation.
+  let lo = Math.max(minN, Math.floor(offered) + 1, Math.ceil(offered / maxRho - 1e-9));
+  if (meets(lo)) return lo;
+  let hi = lo * 2;
+  for (let i = 0; !meets(hi); i++) {
+    if (i >= MAX_DOUBLINGS) return Number.POSITIVE_INFINITY;
+    lo = hi;
+    hi *= 2;
+  }
+  // Invariant: meets(hi) and not meets(lo).
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (meets(mid)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
