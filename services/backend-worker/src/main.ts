@@ -2,7 +2,7 @@ import { Registry, startHeartbeat, subjects } from "@infergrid/control-plane";
 import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
 import { publishMessage, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
 import { BackendState } from "@infergrid/swayam";
-import { Counter } from "prom-client";
+import { Counter, Gauge } from "prom-client";
 import { backendConfig } from "./config.js";
 import { Worker } from "./worker.js";
 
@@ -32,6 +32,14 @@ await runService("backend-worker", backendConfig, async ({ config, id, logger, m
     },
   });
   const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
+  new Gauge({
+    name: "infergrid_backend_active_seconds_total",
+    help: "Backend-seconds: time this backend was provisioning or warm (Swayam's resource metric)",
+    registers: [metrics],
+    collect() {
+      this.set(worker.activeSeconds());
+    },
+  });
 
   const grpcServer = await startGrpcServer({
     host: config.host,

@@ -1,7 +1,7 @@
 import { createModelRuntime, InvalidModelInputError, type ModelRuntime, type ModelSpec } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
-import type { BackendPhase, BackendState } from "@infergrid/swayam";
+import { type BackendPhase, BackendSecondsMeter, type BackendState } from "@infergrid/swayam";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
 
 const STATE: Record<BackendPhase, backend.BackendState> = {
@@ -46,6 +46,8 @@ export class Worker {
   private returnedVersion: number | undefined;
   private runtime: ModelRuntime | undefined;
   private lastColdStartMs = 0;
+  /** Backend-seconds as Swayam counts them: time not cold, provisioning included. */
+  readonly meter = new BackendSecondsMeter();
 
   constructor(
     readonly id: string,
@@ -56,6 +58,12 @@ export class Worker {
     private readonly now: () => number = Date.now,
   ) {}
 
+  activeSeconds(): number {
+    const now = this.now();
+    this.meter.observe(this.id, this.machine.state, now);
+    return this.meter.totalSeconds(now);
+  }
+
   get service(): string {
     const a = this.assignment;
     if (!a || Number(a.version) === this.returnedVersion) return "";
@@ -64,6 +72,7 @@ export class Worker {
 
   report(): backend.BackendReport.$Properties {
     const now = this.now();
+    this.meter.observe(this.id, this.machine.state, now);
     return {
       backendId: this.id,
       state: STATE[this.machine.state],
@@ -102,6 +111,7 @@ export class Worker {
       this.logger.info({ model: runtime.name, coldStartMs: Math.round(coldStartMs) }, "model loaded (cold start)");
     } catch (err) {
       this.machine.loadFailed(this.now());
+      this.meter.observe(this.id, this.machine.state, this.now());
       this.logger.error({ err }, "model load failed");
     }
   }
@@ -145,6 +155,7 @@ export class Worker {
   /** Called by a timer: decommissions the backend when it has idled T. */
   checkIdle(): void {
     if (!this.machine.checkIdle(this.now())) return;
+    this.meter.observe(this.id, this.machine.state, this.now());
     const service = this.service;
     this.returnedVersion = Number(this.assignment?.version ?? 0);
     void this.unload();

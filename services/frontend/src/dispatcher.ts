@@ -34,6 +34,13 @@ export interface DispatcherOptions {
   retryAfterMs: number;
 }
 
+/** Swayam's optional pruning: a request that can no longer finish within RT_max is dropped instead of retried. */
+export interface PruneRule {
+  arrivedAt: number;
+  rtMaxMs: number;
+  expectedServiceMs: number;
+}
+
 export interface DispatchHooks {
   onReply(backendId: string, reply: backend.ExecuteReply.$Properties, now: number): void;
   onRefusedCold(index: number): void;
@@ -67,6 +74,7 @@ export class Dispatcher {
     request: inference.InferRequest.$Properties,
     deadline: number,
     hooks: DispatchHooks,
+    prune?: PruneRule,
   ): Promise<DispatchResult> {
     const tried = new Set<string>();
     let attempts = 0;
@@ -100,6 +108,12 @@ export class Dispatcher {
       }
       const ref = list[index];
       if (!ref) break;
+      if (prune && attempts > 0 && Date.now() - prune.arrivedAt + prune.expectedServiceMs > prune.rtMaxMs) {
+        throw new GrpcStatusError(
+          grpc.status.DEADLINE_EXCEEDED,
+          `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
+        );
+      }
       if (Date.now() + this.options.retryGapMs >= deadline) break;
       attempts += 1;
       tried.add(ref.backendId);

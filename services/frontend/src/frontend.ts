@@ -2,6 +2,7 @@ import { subjects } from "@infergrid/control-plane";
 import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
 import { control, type inference } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
+import { SlaWindowTracker } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -10,8 +11,11 @@ import type { ServiceScaler } from "./service-scaler.js";
 import type { BackendRef, ServiceTable, ServiceView } from "./service-table.js";
 import type { Warmer } from "./warmer.js";
 
+const CLIENT_ERRORS = new Set([grpc.status.INVALID_ARGUMENT, grpc.status.NOT_FOUND, grpc.status.RESOURCE_EXHAUSTED]);
+
 interface ServiceState {
   scaler: ServiceScaler;
+  sla: SlaWindowTracker;
   window: LoadWindow;
   frontendsEstimate: number;
   globalRate: number;
@@ -41,6 +45,7 @@ export class Frontend {
   private readonly inUse: Gauge<"service">;
   private readonly frontendsGauge: Gauge<"service">;
   private readonly rateGauge: Gauge<"service">;
+  private readonly slaGauge: Gauge<"service">;
 
   constructor(private readonly deps: FrontendDeps) {
     const registers = [deps.metrics];
@@ -69,6 +74,12 @@ export class Frontend {
       labelNames: ["service"],
       registers,
     });
+    this.slaGauge = new Gauge({
+      name: "infergrid_frontend_sla_compliance_ratio",
+      help: "Swayam SLA compliance: share of windows of 1000 requests (step 10) with at least SL_min within RT_max, as this frontend saw them",
+      labelNames: ["service"],
+      registers,
+    });
     this.rateGauge = new Gauge({
       name: "infergrid_frontend_global_rate_estimate",
       help: "Predicted global request rate (req/s) used for sizing",
@@ -80,7 +91,14 @@ export class Frontend {
   private state(name: string): ServiceState {
     let s = this.services.get(name);
     if (!s) {
-      s = { scaler: this.deps.newScaler(), window: new LoadWindow(Date.now()), frontendsEstimate: 1, globalRate: 0 };
+      const sla = this.deps.table.get(name)?.spec.sla;
+      s = {
+        scaler: this.deps.newScaler(),
+        sla: new SlaWindowTracker({ rtMaxMs: sla?.latencyThresholdMs || Number.POSITIVE_INFINITY, slMin: (sla?.percentile || 99) / 100 }),
+        window: new LoadWindow(Date.now()),
+        frontendsEstimate: 1,
+        globalRate: 0,
+      };
       this.services.set(name, s);
     }
     return s;
@@ -145,6 +163,8 @@ export class Frontend {
         serviceTimeMeanMs: w.meanComputeMs(),
       });
       s.window = new LoadWindow(now);
+      const c = s.sla.compliance();
+      if (c.windows > 0) this.slaGauge.set({ service: name }, c.frequency);
     }
   }
 
@@ -152,6 +172,11 @@ export class Frontend {
     return Object.fromEntries(
       [...this.services].map(([k, s]) => [k, { n: s.scaler.n, frontendsEstimate: s.frontendsEstimate, globalRate: s.globalRate }]),
     );
+  }
+
+  private meanServiceMs(service: string): number {
+    const mean = this.services.get(service)?.window.meanComputeMs() ?? 0;
+    return mean > 0 ? mean : 0;
   }
 
   async infer(
@@ -196,10 +221,18 @@ export class Frontend {
             if (ref) this.deps.warmer.warm(service, [ref], Date.now());
           },
         },
+        entry.spec.pruneLate
+          ? {
+              arrivedAt: arrived,
+              rtMaxMs: entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY,
+              expectedServiceMs: this.meanServiceMs(service),
+            }
+          : undefined,
       );
       const totalMs = Date.now() - arrived;
       const rtMax = entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY;
       this.state(service).window.recordCompletion(totalMs, totalMs <= rtMax, result.reply.computeMs ?? undefined);
+      this.state(service).sla.record(totalMs);
       this.requests.inc({ service: label, code: "OK" });
       this.latency.observe({ service: label }, totalMs / 1000);
       return {
@@ -212,8 +245,13 @@ export class Frontend {
       };
     } catch (err) {
       const s = this.services.get(service);
-      if (s && label !== "_unknown") s.window.failed += 1;
-      this.requests.inc({ service: label, code: grpc.status[statusOf(err).code] });
+      const code = statusOf(err).code;
+      // A client's own error (bad input) is not the service missing its SLA.
+      if (s && label !== "_unknown" && !CLIENT_ERRORS.has(code)) {
+        s.window.failed += 1;
+        s.sla.record(undefined);
+      }
+      this.requests.inc({ service: label, code: grpc.status[code] });
       throw err;
     }
   }
