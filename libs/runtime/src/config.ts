@@ -21,9 +21,11 @@ const envName = (prefix: string, key: string) => `${prefix}_${key.replace(/[A-Z]
 
 export function configHelp<S extends z.ZodObject>(schema: S, envPrefix = "INFERGRID"): string {
   return Object.entries(schema.shape)
-    .map(([key, field]) => {
-      const description = (field as z.ZodType).description ?? "";
-      return `  --${kebab(key)} (${envName(envPrefix, key)})  ${description}`;
+    .map(([key, f]) => {
+      const description = (f as z.ZodType).description ?? "";
+      const fallback = (f as z.ZodType).safeParse(undefined);
+      const shown = fallback.success && fallback.data !== undefined ? ` [default: ${JSON.stringify(fallback.data)}]` : "";
+      return `  --${kebab(key)} (${envName(envPrefix, key)})  ${description}${shown}`;
     })
     .join("\n");
 }
