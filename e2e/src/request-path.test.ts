@@ -38,7 +38,8 @@ async function postJson(
 
 beforeAll(async () => {
   cluster = await startCluster({ backends: 4, frontends: 2, brokerEnv: { INFERGRID_MAX_REQUEST_BYTES: String(256 * 1024) } });
-  await registerService(cluster, emulatedSpec("echo", { maxBackends: 2, initialBackends: 2 }));
+  await registerService(cluster, emulatedSpec("echo", { maxBackends: 1, initialBackends: 1 }));
+  await registerService(cluster, emulatedSpec("extra", { maxBackends: 1, initialBackends: 1 }));
   await registerService(cluster, {
     name: "ocr-cls",
     model: { kind: 2, onnxModel: "ppocr-mobile-cls" },
@@ -153,11 +154,15 @@ describe("bad input gets a clear status", () => {
     expect(Number(empty.metadata.get("x-infergrid-retry-after-ms")[0])).toBeGreaterThan(0);
     // "slow" has one backend that takes 1.5 s: while it works, a request with a 400 ms budget is refused until it gives up.
     const occupying = infer(cluster, { service: "slow" });
-    await new Promise((r) => setTimeout(r, 200));
-    const busy = await grpcStatus(infer(cluster, { service: "slow" }, 400));
-    expect(busy.code).toBe(grpc.status.UNAVAILABLE);
-    expect(busy.details).toContain("refusals");
-    await occupying;
+    try {
+      await new Promise((r) => setTimeout(r, 200));
+      const busy = await grpcStatus(infer(cluster, { service: "slow" }, 400));
+      expect(busy.code).toBe(grpc.status.UNAVAILABLE);
+      expect(busy.details).toContain("refusals");
+      expect(Number(busy.metadata.get("x-infergrid-retry-after-ms")[0])).toBeGreaterThan(0);
+    } finally {
+      await occupying;
+    }
     const h = await postJson("/v1/infer", { service: "starved" });
     expect(h.status).toBe(503);
     expect(Number(h.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);

@@ -14,7 +14,11 @@ describe("start-up configuration", () => {
 
   for (const c of cases) {
     it(`${c.service} refuses a bad value and names it`, () => {
-      const r = spawnSync(process.execPath, [serviceEntry(c.service)], { env: { ...process.env, ...c.env }, encoding: "utf8", timeout: 15_000 });
+      const r = spawnSync(process.execPath, [serviceEntry(c.service)], {
+        env: { ...process.env, ...c.env },
+        encoding: "utf8",
+        timeout: 15_000,
+      });
       expect(r.status).toBe(2);
       expect(r.stderr).toContain(c.names);
     });

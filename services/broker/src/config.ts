@@ -7,6 +7,7 @@ export const brokerConfig = z.object({
   requestTimeoutMs: field.ms(30_000).describe("deadline given to a request that brings none"),
   frontendTtlMs: field.ms(3_000).describe("a frontend silent this long leaves the rotation"),
   ejectMs: field.ms(2_000).describe("how long a frontend that failed a call stays out of the rotation"),
+  answerReserveMs: field.ms(10).describe("time kept before a request's deadline for the frontend's answer to travel back"),
   maxFailovers: field.int(3, 0, 16).describe("other frontends tried when one cannot be reached"),
 });
 

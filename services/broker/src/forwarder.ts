@@ -22,6 +22,7 @@ function isTransportFailure(err: unknown): boolean {
 
 export interface ForwarderOptions {
   maxFailovers: number;
+  answerReserveMs: number;
   onFailover(): void;
 }
 
@@ -50,9 +51,23 @@ export class Forwarder {
       if (id === undefined || !member) break;
       tried.add(id);
       try {
-        return await unaryCall(this.clients.get(member.address), InferenceServiceDefinition.Infer, request, { deadline });
+        // The frontend gets a little less time than the client, so that its own answer (say, UNAVAILABLE
+        // with a retry hint) comes back before the client's deadline rather than racing it.
+        const frontendDeadline = Math.max(now + 1, deadline - this.options.answerReserveMs);
+        return await unaryCall(
+          this.clients.get(member.address),
+          InferenceServiceDefinition.Infer,
+          { ...request, deadlineUnixMs: frontendDeadline },
+          { deadline: frontendDeadline },
+        );
       } catch (err) {
-        if (!isTransportFailure(err)) throw err;
+        if (!isTransportFailure(err)) {
+          // Our reserve ran out, not the client's deadline: say so as the client would see it.
+          if (statusOf(err).code === grpc.status.DEADLINE_EXCEEDED && !isDeliberate(statusOf(err).metadata)) {
+            throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
+          }
+          throw err;
+        }
         lastError = err;
         this.rotation.eject(id, Date.now());
         this.options.onFailover();

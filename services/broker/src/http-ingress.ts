@@ -52,14 +52,12 @@ export function buildHttpIngress(
     const grpcDeadline = Number.isFinite(timeout) && timeout > 0 ? Date.now() + timeout : undefined;
     try {
       const response = await ingress.handle("http", request, grpcDeadline);
-      return reply
-        .code(200)
-        .send(
-          inference.InferResponse.toObject(inference.InferResponse.fromObject(response as Record<string, unknown>), {
-            longs: Number,
-            defaults: true,
-          }),
-        );
+      return reply.code(200).send(
+        inference.InferResponse.toObject(inference.InferResponse.fromObject(response as Record<string, unknown>), {
+          longs: Number,
+          defaults: true,
+        }),
+      );
     } catch (err) {
       return sendError(reply, err);
     }

@@ -27,7 +27,7 @@ await runService("broker", brokerConfig, async ({ config, id, logger, metrics, n
     members,
     rotation,
     clients,
-    { maxFailovers: config.maxFailovers, onFailover: () => failovers.inc() },
+    { maxFailovers: config.maxFailovers, answerReserveMs: config.answerReserveMs, onFailover: () => failovers.inc() },
     logger,
   );
   const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics);

@@ -32,6 +32,8 @@ export interface DispatcherOptions {
   attemptTimeoutMs: number;
   /** Hint given with UNAVAILABLE when nothing could take the request in time. */
   retryAfterMs: number;
+  /** Time kept back before the deadline so that a give-up answer still reaches the caller in time. */
+  answerReserveMs: number;
 }
 
 /** Swayam's optional pruning: a request that can no longer finish within RT_max is dropped instead of retried. */
@@ -77,6 +79,7 @@ export class Dispatcher {
     prune?: PruneRule,
   ): Promise<DispatchResult> {
     const tried = new Set<string>();
+    const giveUpAt = deadline - this.options.answerReserveMs;
     let attempts = 0;
     let refusals = 0;
     for (;;) {
@@ -99,7 +102,7 @@ export class Dispatcher {
       if (index === undefined && tried.size > 0) {
         // Every backend of the prefix refused once: start a new round after the gap.
         tried.clear();
-        if (!(await this.waitGap(deadline))) break;
+        if (!(await this.waitGap(giveUpAt))) break;
         continue;
       }
       if (index === undefined) {
@@ -114,7 +117,7 @@ export class Dispatcher {
           `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
         );
       }
-      if (Date.now() + this.options.retryGapMs >= deadline) break;
+      if (Date.now() + this.options.retryGapMs >= giveUpAt) break;
       attempts += 1;
       tried.add(ref.backendId);
       try {
@@ -134,11 +137,11 @@ export class Dispatcher {
         if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) return { reply, backendId: ref.backendId, attempts };
         refusals += 1;
         if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
-        if (!(await this.waitGap(deadline))) break;
+        if (!(await this.waitGap(giveUpAt))) break;
       } catch (err) {
         const s = statusOf(err);
         if (NO_RETRY.has(s.code)) throw new GrpcStatusError(s.code, s.details);
-        if (Date.now() >= deadline) break;
+        if (Date.now() >= giveUpAt) break;
         this.tracker.markFailed(ref.backendId, Date.now());
         this.logger.warn(
           { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: request.requestId },
@@ -146,7 +149,7 @@ export class Dispatcher {
         );
       }
     }
-    if (Date.now() >= deadline && attempts === 0) {
+    if (attempts === 0 && Date.now() >= giveUpAt) {
       throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before any backend was tried");
     }
     throw new GrpcStatusError(

@@ -27,7 +27,12 @@ await runService("frontend", frontendConfig, async ({ config, id, logger, metric
     tracker,
     pickBackend,
     systemRandom,
-    { retryGapMs: config.retryGapMs, attemptTimeoutMs: config.attemptTimeoutMs, retryAfterMs: 1000 },
+    {
+      retryGapMs: config.retryGapMs,
+      attemptTimeoutMs: config.attemptTimeoutMs,
+      retryAfterMs: 1000,
+      answerReserveMs: config.answerReserveMs,
+    },
     logger.child({ component: "dispatch" }),
   );
   let frontend: Frontend | undefined;
