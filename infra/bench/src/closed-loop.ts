@@ -17,7 +17,12 @@ export interface LoopResult {
  * `concurrency` workers each send the next request as soon as the last one is answered, for
  * `durationMs` after a warm-up that is not measured.
  */
-export async function closedLoop(call: () => Promise<unknown>, concurrency: number, warmupMs: number, durationMs: number): Promise<LoopResult> {
+export async function closedLoop(
+  call: () => Promise<unknown>,
+  concurrency: number,
+  warmupMs: number,
+  durationMs: number,
+): Promise<LoopResult> {
   const latencies: number[] = [];
   let errors = 0;
   let measuring = false;

@@ -45,9 +45,20 @@ const inputs = { x: { dims: [4], data: [1, 2, 3, 4] } };
 
 const rows: Array<[string, LoopResult]> = [];
 try {
-  await eventually("the path to serve", () => unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 2000 }), 30_000, 200);
+  await eventually(
+    "the path to serve",
+    () => unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 2000 }),
+    30_000,
+    200,
+  );
   const direct = await closedLoop(
-    () => unaryCall(backendClient, BackendServiceDefinition.Execute, { service: "zero", frontendId: "bench", inputs, attempt: 1 }, { deadline: Date.now() + 5000 }),
+    () =>
+      unaryCall(
+        backendClient,
+        BackendServiceDefinition.Execute,
+        { service: "zero", frontendId: "bench", inputs, attempt: 1 },
+        { deadline: Date.now() + 5000 },
+      ),
     concurrency,
     warmupMs,
     durationMs,
@@ -74,5 +85,7 @@ console.log(`${"path".padEnd(32)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${
 for (const [name, r] of rows) console.log(`${name.padEnd(32)}${fmt(r.perSecond)}${fmt(r.p50Ms, 2)}${fmt(r.p99Ms, 2)}${fmt(r.errors, 0)}`);
 const [d, f] = [rows[0]?.[1], rows[1]?.[1]];
 if (d && f) {
-  console.log(`ratio full/direct: throughput ${(f.perSecond / d.perSecond).toFixed(2)}x, p50 ${(f.p50Ms / d.p50Ms).toFixed(2)}x, p99 ${(f.p99Ms / d.p99Ms).toFixed(2)}x`);
+  console.log(
+    `ratio full/direct: throughput ${(f.perSecond / d.perSecond).toFixed(2)}x, p50 ${(f.p50Ms / d.p50Ms).toFixed(2)}x, p99 ${(f.p99Ms / d.p99Ms).toFixed(2)}x`,
+  );
 }

@@ -23,7 +23,7 @@ export class Registry {
 
   async getService(name: string): Promise<{ entry: control.ServiceEntry; revision: number } | undefined> {
     const e = await this.kv.get(serviceKey(name));
-    if (!e || e.operation !== "PUT") return undefined;
+    if (e?.operation !== "PUT") return undefined;
     const decoded = decodeMessage(control.ServiceEntry, e.value);
     if (!decoded.ok) {
       this.logger.warn({ key: e.key, error: decoded.error }, "garbled registry entry");
@@ -54,7 +54,7 @@ export class Registry {
 
   async getAssignment(backendId: string): Promise<control.BackendAssignment | undefined> {
     const e = await this.kv.get(assignmentKey(backendId));
-    if (!e || e.operation !== "PUT") return undefined;
+    if (e?.operation !== "PUT") return undefined;
     const decoded = decodeMessage(control.BackendAssignment, e.value);
     return decoded.ok ? decoded.value : undefined;
   }

@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import type { Registry } from "prom-client";
+import { Counter, type Registry } from "prom-client";
 import { z } from "zod";
 import { ConfigError, configHelp, field, loadConfig } from "./config.js";
 import { makeInstanceId } from "./ids.js";
@@ -37,6 +37,8 @@ export interface ServiceContext<C> {
   nc: NatsConnection;
   /** host:port at which others reach a server of this process bound to `port`. */
   advertise(port: number): string;
+  /** Counts a NATS message dropped as undecodable (`infergrid_garbled_messages_total`). */
+  onGarbled(): void;
 }
 
 export interface StartedService {
@@ -80,7 +82,20 @@ export async function runService<S extends z.ZodObject>(
       { servers: config.natsUrl, name: id, user: config.natsUser, pass: config.natsPass, token: config.natsToken },
       logger,
     );
-    const started = await start({ config, id, logger, metrics, nc, advertise: (port) => `${advertiseHost}:${port}` });
+    const garbled = new Counter({
+      name: "infergrid_garbled_messages_total",
+      help: "NATS messages dropped as undecodable",
+      registers: [metrics],
+    });
+    const started = await start({
+      config,
+      id,
+      logger,
+      metrics,
+      nc,
+      advertise: (port) => `${advertiseHost}:${port}`,
+      onGarbled: () => garbled.inc(),
+    });
     installShutdown(
       logger,
       [...started.shutdown, { name: "nats", run: () => nc.drain() }, { name: "metrics", run: () => metricsServer.close() }],

@@ -120,11 +120,7 @@ export class FrontendScaler {
 
   serviceTime(prior?: Lognormal): ServiceTime {
     if (this.samples.length >= this.opts.minEmpiricalSamples) {
-      if (
-        !this.snapshot ||
-        this.snapshot.kind !== "empirical" ||
-        this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)
-      ) {
+      if (this.snapshot?.kind !== "empirical" || this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)) {
         this.snapshot = { kind: "empirical", samplesMs: this.samples.slice() };
         this.samplesSinceSnapshot = 0;
       }

@@ -1,3 +1,3 @@
 export * from "./nats-server.js";
-export * from "./service-process.js";
 export * from "./registry-writer.js";
+export * from "./service-process.js";

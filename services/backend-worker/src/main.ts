@@ -1,12 +1,14 @@
-import { Registry, startHeartbeat, subjects } from "@infergrid/control-plane";
+import { type MemberHandle, Registry, serveMember, subjects } from "@infergrid/control-plane";
 import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
-import { publishMessage, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
+import { publishMessage, runService, unaryHandler } from "@infergrid/runtime";
 import { BackendState } from "@infergrid/swayam";
 import { Counter, Gauge } from "prom-client";
 import { backendConfig } from "./config.js";
 import { Worker } from "./worker.js";
 
-await runService("backend-worker", backendConfig, async ({ config, id, logger, metrics, nc, advertise }) => {
+await runService("backend-worker", backendConfig, async (ctx) => {
+  const { config, id, logger, metrics, nc } = ctx;
+  let member: MemberHandle | undefined;
   const registry = await Registry.open(nc, logger);
   const machine = new BackendState({
     concurrency: config.concurrency,
@@ -28,7 +30,7 @@ await runService("backend-worker", backendConfig, async ({ config, id, logger, m
         atUnixMs: Date.now(),
         reason: `idle for ${config.idleTimeoutMs} ms`,
       });
-      heartbeat?.beat();
+      member?.heartbeat.beat();
     },
   });
   const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
@@ -41,10 +43,10 @@ await runService("backend-worker", backendConfig, async ({ config, id, logger, m
     },
   });
 
-  const grpcServer = await startGrpcServer({
-    host: config.host,
-    port: config.grpcPort,
+  member = await serveMember(ctx, {
+    role: "backend",
     maxReceiveMessageBytes: config.maxRequestBytes,
+    heartbeatExtra: () => ({ backend: worker.report(), instanceType: config.instanceType }),
     register: (server) =>
       server.addService(BackendServiceDefinition, {
         Execute: unaryHandler(logger, async (req) => {
@@ -55,21 +57,12 @@ await runService("backend-worker", backendConfig, async ({ config, id, logger, m
         WarmUp: unaryHandler(logger, async (req) => worker.warmUp(req)),
       }),
   });
-  const heartbeat: ReturnType<typeof startHeartbeat> | undefined = startHeartbeat(nc, {
-    role: "backend",
-    id,
-    address: advertise(grpcServer.port),
-    intervalMs: config.heartbeatMs,
-    extra: () => ({ backend: worker.report(), instanceType: config.instanceType }),
-  });
   const idleTimer = setInterval(() => worker.checkIdle(), Math.max(50, Math.min(1000, config.idleTimeoutMs / 10)));
-  grpcServer.health.setStatus("", "SERVING");
 
   return {
-    ready: { grpcAddress: advertise(grpcServer.port) },
+    ready: member.ready,
     shutdown: [
-      { name: "heartbeat", run: () => heartbeat.stop() },
-      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
+      ...member.shutdown,
       {
         name: "loops",
         run: () => {

@@ -84,7 +84,7 @@ export class Worker {
 
   onAssignment(a: control.BackendAssignment | undefined): void {
     const before = this.service;
-    this.assignment = a && a.service ? a : undefined;
+    this.assignment = a?.service ? a : undefined;
     if (this.service !== before) {
       this.logger.info({ from: before || "(pool)", to: this.service || "(pool)" }, "assignment changed");
       // Reassigned: finish what is in flight for the old service, then drop its model.

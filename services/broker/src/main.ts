@@ -1,6 +1,6 @@
-import { MembershipTable, startHeartbeat } from "@infergrid/control-plane";
+import { MembershipTable, serveMember } from "@infergrid/control-plane";
 import { InferenceServiceDefinition } from "@infergrid/proto";
-import { ClientCache, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
+import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { brokerConfig } from "./config.js";
 import { Forwarder, watchFrontends } from "./forwarder.js";
@@ -8,7 +8,8 @@ import { FrontendRotation } from "./frontend-rotation.js";
 import { buildHttpIngress } from "./http-ingress.js";
 import { Ingress } from "./ingress.js";
 
-await runService("broker", brokerConfig, async ({ config, id, logger, metrics, nc, advertise }) => {
+await runService("broker", brokerConfig, async (ctx) => {
+  const { config, logger, metrics, nc, advertise } = ctx;
   const members = new MembershipTable<null>(config.frontendTtlMs);
   const rotation = new FrontendRotation(config.ejectMs);
   const clients = new ClientCache();
@@ -17,12 +18,7 @@ await runService("broker", brokerConfig, async ({ config, id, logger, metrics, n
     help: "Calls moved to another frontend",
     registers: [metrics],
   });
-  const garbled = new Counter({
-    name: "infergrid_garbled_messages_total",
-    help: "NATS messages dropped as undecodable",
-    registers: [metrics],
-  });
-  watchFrontends(nc, members, logger.child({ component: "membership" }), () => garbled.inc());
+  watchFrontends(nc, members, logger.child({ component: "membership" }), ctx.onGarbled);
   const forwarder = new Forwarder(
     members,
     rotation,
@@ -40,27 +36,23 @@ await runService("broker", brokerConfig, async ({ config, id, logger, metrics, n
     clients.retain(members.all().map((m) => m.address));
   }, 1000);
 
-  const grpcServer = await startGrpcServer({
-    host: config.host,
-    port: config.grpcPort,
+  const http = buildHttpIngress(ingress, config.maxRequestBytes, logger);
+  await http.listen({ host: config.host, port: config.httpPort });
+  const httpPort = (http.server.address() as { port: number }).port;
+  const member = await serveMember(ctx, {
+    role: "broker",
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
       server.addService(InferenceServiceDefinition, {
         Infer: unaryHandler(logger, (req, call) => ingress.handle("grpc", req, call.getDeadline())),
       }),
   });
-  const http = buildHttpIngress(ingress, config.maxRequestBytes, logger);
-  await http.listen({ host: config.host, port: config.httpPort });
-  const httpPort = (http.server.address() as { port: number }).port;
-  const heartbeat = startHeartbeat(nc, { role: "broker", id, address: advertise(grpcServer.port), intervalMs: config.heartbeatMs });
-  grpcServer.health.setStatus("", "SERVING");
 
   return {
-    ready: { grpcAddress: advertise(grpcServer.port), httpAddress: advertise(httpPort) },
+    ready: { ...member.ready, httpAddress: advertise(httpPort) },
     shutdown: [
-      { name: "heartbeat", run: () => heartbeat.stop() },
+      ...member.shutdown,
       { name: "http", run: () => http.close() },
-      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
       {
         name: "clients",
         run: () => {

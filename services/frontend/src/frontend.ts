@@ -176,7 +176,7 @@ export class Frontend {
 
   private meanServiceMs(service: string): number {
     const mean = this.services.get(service)?.window.meanComputeMs() ?? 0;
-    return mean > 0 ? mean : 0;
+    return Math.max(mean, 0);
   }
 
   async infer(

@@ -1,7 +1,7 @@
-import { Registry, startHeartbeat } from "@infergrid/control-plane";
+import { Registry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { InferenceServiceDefinition } from "@infergrid/proto";
-import { ClientCache, runService, startGrpcServer, unaryHandler } from "@infergrid/runtime";
+import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
 import { pickBackend } from "@infergrid/swayam";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
@@ -12,7 +12,8 @@ import { createScaler } from "./scalers.js";
 import { ServiceTable } from "./service-table.js";
 import { Warmer } from "./warmer.js";
 
-await runService("frontend", frontendConfig, async ({ config, id, logger, metrics, nc, advertise }) => {
+await runService("frontend", frontendConfig, async (ctx) => {
+  const { config, id, logger, metrics, nc } = ctx;
   const registry = await Registry.open(nc, logger);
   const clients = new ClientCache();
   const tracker = new BackendTracker(config.backendFailCooldownMs);
@@ -55,23 +56,19 @@ await runService("frontend", frontendConfig, async ({ config, id, logger, metric
   const fe = frontend;
   table.start();
 
-  const grpcServer = await startGrpcServer({
-    host: config.host,
-    port: config.grpcPort,
+  const autoscale = setInterval(() => fe.autoscaleTick(Date.now()), config.autoscaleMs);
+  const reports = setInterval(() => fe.publishLoad(Date.now()), config.loadReportMs);
+  const member = await serveMember(ctx, {
+    role: "frontend",
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
       server.addService(InferenceServiceDefinition, { Infer: unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())) }),
   });
-  const autoscale = setInterval(() => fe.autoscaleTick(Date.now()), config.autoscaleMs);
-  const reports = setInterval(() => fe.publishLoad(Date.now()), config.loadReportMs);
-  const heartbeat = startHeartbeat(nc, { role: "frontend", id, address: advertise(grpcServer.port), intervalMs: config.heartbeatMs });
-  grpcServer.health.setStatus("", "SERVING");
 
   return {
-    ready: { grpcAddress: advertise(grpcServer.port) },
+    ready: member.ready,
     shutdown: [
-      { name: "heartbeat", run: () => heartbeat.stop() },
-      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
+      ...member.shutdown,
       {
         name: "loops",
         run: () => {

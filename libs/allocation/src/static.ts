@@ -1,0 +1,178 @@
+/**
+ * The static allocation: every service gets a fixed share of the pool, independent of its load.
+ * Pure: the allocator passes in what it knows (lists, free backends) and applies the result.
+ */
+
+export interface ServiceDemand {
+  name: string;
+  /** Kept in the list whenever the pool allows it. */
+  minBackends: number;
+  /** Hard cap on the list length; 0 = none (an equal share of the pool). */
+  maxBackends: number;
+  /** Entries the frontends keep warm from the start (Swayam bootstraps with 5). */
+  initialBackends: number;
+  /** The service's ordered list as it stands: only live backends, B_1 first. */
+  currentList: readonly string[];
+}
+
+export interface AllocationInput {
+  services: readonly ServiceDemand[];
+  /** Live backends in no list, sorted by id. */
+  freeBackends: readonly string[];
+  /** Live backends in total (free and assigned). */
+  poolSize: number;
+}
+
+export interface ServicePlan {
+  name: string;
+  /** The new ordered list: the old entries in their old order (minus a trimmed tail), then the appended ones. */
+  list: string[];
+  /** What this policy would like the list to hold. */
+  target: number;
+  /** What the service gets when the pool cannot give every service its target (max-min fair). */
+  fairShare: number;
+  /** Entries the frontends keep warm (their floor on n). */
+  minWarm: number;
+  added: string[];
+  removed: string[];
+}
+
+export interface AllocationDecision {
+  services: Map<string, ServicePlan>;
+  lists: Map<string, string[]>;
+  minWarm: Map<string, number>;
+  /** Backends left in the pool after the plan, sorted by id. */
+  free: string[];
+}
+
+/** Any policy the allocator can run: a smarter one (Faro) replaces the static one behind this type. */
+export type AllocationPolicy = (input: AllocationInput) => AllocationDecision;
+
+const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+/** The list length a service asks for: its cap, or else an equal share of the pool (never below its minimum). */
+export function staticTarget(service: Pick<ServiceDemand, "minBackends" | "maxBackends">, poolSize: number, serviceCount: number): number {
+  if (service.maxBackends > 0) return Math.max(service.maxBackends, service.minBackends);
+  const share = serviceCount > 0 ? Math.floor(poolSize / serviceCount) : 0;
+  return Math.max(share, service.minBackends);
+}
+
+/**
+ * Max-min fair split of `capacity` units among services capped at their targets (water-filling).
+ * A unit that cannot be split evenly goes first to a service that already holds it, so a plan
+ * does not move a backend between two services that are equally entitled to it.
+ */
+export function fairShares(services: readonly { name: string; target: number; held: number }[], capacity: number): Map<string, number> {
+  const shares = new Map(services.map((s) => [s.name, 0]));
+  let remaining = Math.max(0, Math.floor(capacity));
+  let active = services.filter((s) => s.target > 0);
+  while (remaining > 0 && active.length > 0) {
+    const each = Math.floor(remaining / active.length);
+    if (each === 0) {
+      const order = [...active].sort((a, b) => {
+        const aHolds = a.held > (shares.get(a.name) ?? 0) ? 0 : 1;
+        const bHolds = b.held > (shares.get(b.name) ?? 0) ? 0 : 1;
+        return aHolds - bHolds || byName(a, b);
+      });
+      for (const s of order.slice(0, remaining)) shares.set(s.name, (shares.get(s.name) ?? 0) + 1);
+      remaining = 0;
+      break;
+    }
+    for (const s of active) {
+      const have = shares.get(s.name) ?? 0;
+      const give = Math.min(each, s.target - have);
+      shares.set(s.name, have + give);
+      remaining -= give;
+    }
+    active = active.filter((s) => (shares.get(s.name) ?? 0) < s.target);
+  }
+  return shares;
+}
+
+/**
+ * Plans every service's ordered list. Rules, in order:
+ *  1. a list longer than the service's hard cap (max_backends) loses its tail;
+ *  2. free backends are appended round-robin over services in name order, each up to its fair
+ *     share, so that under scarcity each service gets about the same;
+ *  3. a service still below its fair share takes backends from the tail of the service furthest
+ *     above its own (reclamation happens only when someone is short: a service may keep more
+ *     than an equal share while nobody else needs it, which spares in-use backends needless churn);
+ *  4. existing entries never move: lists only lose their tail or grow at the end.
+ */
+export function planStaticAllocation(input: AllocationInput): AllocationDecision {
+  const services = [...input.services].sort(byName);
+  const inLists = new Set(services.flatMap((s) => s.currentList));
+  const free = [...new Set(input.freeBackends)].filter((b) => !inLists.has(b));
+  const lists = new Map(services.map((s) => [s.name, [...s.currentList]]));
+  const listOf = (name: string): string[] => lists.get(name) ?? [];
+
+  for (const s of services) {
+    const list = listOf(s.name);
+    if (s.maxBackends > 0 && list.length > s.maxBackends) {
+      free.push(...list.splice(s.maxBackends));
+    }
+  }
+  free.sort();
+
+  const targets = new Map(services.map((s) => [s.name, staticTarget(s, input.poolSize, services.length)]));
+  const available = free.length + services.reduce((n, s) => n + listOf(s.name).length, 0);
+  const shares = fairShares(
+    services.map((s) => ({ name: s.name, target: targets.get(s.name) ?? 0, held: listOf(s.name).length })),
+    available,
+  );
+  const shareOf = (name: string) => shares.get(name) ?? 0;
+
+  // Round-robin: one backend per service per round, so scarcity is shared out evenly.
+  let gaveOne = true;
+  while (free.length > 0 && gaveOne) {
+    gaveOne = false;
+    for (const s of services) {
+      const list = listOf(s.name);
+      if (free.length === 0) break;
+      if (list.length >= shareOf(s.name)) continue;
+      list.push(free.shift() as string);
+      gaveOne = true;
+    }
+  }
+
+  let moved = true;
+  while (moved) {
+    moved = false;
+    for (const s of services) {
+      const list = listOf(s.name);
+      if (list.length >= shareOf(s.name)) continue;
+      let donor: ServiceDemand | undefined;
+      let excess = 0;
+      for (const d of services) {
+        const e = listOf(d.name).length - shareOf(d.name);
+        if (e > excess) {
+          donor = d;
+          excess = e;
+        }
+      }
+      if (!donor) continue;
+      list.push(listOf(donor.name).pop() as string);
+      moved = true;
+    }
+  }
+
+  const decision: AllocationDecision = { services: new Map(), lists: new Map(), minWarm: new Map(), free: [...free].sort() };
+  for (const s of services) {
+    const list = listOf(s.name);
+    const before = new Set(s.currentList);
+    const after = new Set(list);
+    const plan: ServicePlan = {
+      name: s.name,
+      list,
+      target: targets.get(s.name) ?? 0,
+      fairShare: shareOf(s.name),
+      minWarm: Math.min(s.initialBackends, list.length),
+      added: list.filter((b) => !before.has(b)),
+      removed: s.currentList.filter((b) => !after.has(b)),
+    };
+    decision.services.set(s.name, plan);
+    decision.lists.set(s.name, list);
+    decision.minWarm.set(s.name, plan.minWarm);
+  }
+  return decision;
+}

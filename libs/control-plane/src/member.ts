@@ -1,0 +1,59 @@
+import type { control } from "@infergrid/proto";
+import {
+  type CommonConfig,
+  type GrpcServerHandle,
+  type grpc,
+  type ServiceContext,
+  type ShutdownStep,
+  startGrpcServer,
+} from "@infergrid/runtime";
+import { startHeartbeat } from "./heartbeat.js";
+import type { RoleName } from "./subjects.js";
+
+export interface MemberOptions {
+  role: RoleName;
+  maxReceiveMessageBytes?: number;
+  register(server: grpc.Server): void;
+  /** Extra heartbeat fields, read at each beat. */
+  heartbeatExtra?: () => Partial<control.IHeartbeat>;
+}
+
+export interface MemberHandle {
+  grpcServer: GrpcServerHandle;
+  heartbeat: { stop(): void; beat(): void };
+  ready: { grpcAddress: string };
+  /** Leave the membership first (a last heartbeat marked draining), then stop serving. */
+  shutdown: ShutdownStep[];
+}
+
+/**
+ * How a service joins the cluster: its gRPC server (with the standard health service, SERVING
+ * from here on) and its membership heartbeat carrying the address others reach it at.
+ */
+export async function serveMember(ctx: ServiceContext<CommonConfig>, options: MemberOptions): Promise<MemberHandle> {
+  const { config } = ctx;
+  const grpcServer = await startGrpcServer({
+    host: config.host,
+    port: config.grpcPort,
+    register: options.register,
+    ...(options.maxReceiveMessageBytes === undefined ? {} : { maxReceiveMessageBytes: options.maxReceiveMessageBytes }),
+  });
+  const address = ctx.advertise(grpcServer.port);
+  const heartbeat = startHeartbeat(ctx.nc, {
+    role: options.role,
+    id: ctx.id,
+    address,
+    intervalMs: config.heartbeatMs,
+    ...(options.heartbeatExtra ? { extra: options.heartbeatExtra } : {}),
+  });
+  grpcServer.health.setStatus("", "SERVING");
+  return {
+    grpcServer,
+    heartbeat,
+    ready: { grpcAddress: address },
+    shutdown: [
+      { name: "heartbeat", run: () => heartbeat.stop() },
+      { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
+    ],
+  };
+}

@@ -1,0 +1,28 @@
+import type { admin, control } from "@infergrid/proto";
+import { GrpcStatusError, grpc, type Logger, unaryHandler } from "@infergrid/runtime";
+import type { Allocator } from "./allocator.js";
+
+/** The AllocatorAdmin gRPC API: thin, every rule lives in the Allocator. */
+export function adminHandlers(allocator: Allocator, logger: Logger, now: () => number = Date.now): grpc.UntypedServiceImplementation {
+  const log = logger.child({ component: "admin" });
+  return {
+    RegisterService: unaryHandler<admin.RegisterServiceRequest.$Properties, admin.RegisterServiceReply.$Properties>(log, (req) =>
+      allocator.register(req.spec, now),
+    ),
+    DeregisterService: unaryHandler<admin.DeregisterServiceRequest.$Properties, admin.DeregisterServiceReply.$Properties>(
+      log,
+      async (req) => ({ removed: await allocator.deregister(req.name ?? "", now) }),
+    ),
+    GetService: unaryHandler<admin.GetServiceRequest.$Properties, control.ServiceEntry.$Properties>(log, async (req) => {
+      const entry = allocator.getService(req.name ?? "");
+      if (!entry) throw new GrpcStatusError(grpc.status.NOT_FOUND, `no service named ${JSON.stringify(req.name ?? "")}`);
+      return entry;
+    }),
+    ListServices: unaryHandler<admin.ListServicesRequest.$Properties, admin.ListServicesReply.$Properties>(log, async () => ({
+      services: allocator.listServices(),
+    })),
+    GetClusterState: unaryHandler<admin.GetClusterStateRequest.$Properties, control.ClusterState.$Properties>(log, async () =>
+      allocator.clusterState(now()),
+    ),
+  };
+}

@@ -1,0 +1,346 @@
+import { Registry, subjects } from "@infergrid/control-plane";
+import { AllocatorAdminDefinition, backend, control } from "@infergrid/proto";
+import {
+  connectNats,
+  createClient,
+  createLogger,
+  grpc,
+  type NatsConnection,
+  publishMessage,
+  subscribeMessages,
+  unaryCall,
+} from "@infergrid/runtime";
+import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const TTL_MS = 1500;
+
+const spec = (name: string, over: Partial<control.ServiceSpec.$Properties> = {}): control.ServiceSpec.$Properties => ({
+  name,
+  model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.36, locMs: 72.86, scaleMs: 86.69 }, coldStartMs: 500 },
+  sla: { latencyThresholdMs: 500, percentile: 99, burstFactor: 2 },
+  maxBackends: 3,
+  ...over,
+});
+
+/**
+ * Fake backends: heartbeats as a backend-worker sends them. Like the worker, a fake watches its
+ * assignment and reports its service, until it "decommissions" itself (then it reports none
+ * until it is assigned again).
+ */
+class FakeBackends {
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly watches = new Map<string, () => void>();
+  private readonly assignment = new Map<string, control.BackendAssignment | undefined>();
+  private readonly returnedVersion = new Map<string, number>();
+  readonly state = new Map<string, backend.BackendState>();
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly registry: Registry,
+  ) {}
+
+  service(id: string): string {
+    const a = this.assignment.get(id);
+    return a?.service && Number(a.version) !== this.returnedVersion.get(id) ? a.service : "";
+  }
+
+  beat(id: string): void {
+    publishMessage(this.nc, subjects.heartbeat("backend", id), control.Heartbeat, {
+      role: control.Role.ROLE_BACKEND,
+      id,
+      address: `127.0.0.1:${10_000 + Number(id.slice(-2))}`,
+      startedAtUnixMs: 1,
+      sentAtUnixMs: Date.now(),
+      instanceType: "cpu-1",
+      backend: {
+        backendId: id,
+        state: this.state.get(id) ?? backend.BackendState.BACKEND_STATE_COLD,
+        service: this.service(id),
+        reportedAtUnixMs: Date.now(),
+      },
+    });
+  }
+
+  start(id: string): void {
+    this.watches.set(
+      id,
+      this.registry.watchAssignment(id, (a) => this.assignment.set(id, a)),
+    );
+    this.beat(id);
+    this.timers.set(
+      id,
+      setInterval(() => this.beat(id), 200),
+    );
+  }
+
+  /** Idled T: goes cold and leaves its service, announcing it or not. */
+  decommission(id: string, announce: boolean): void {
+    const service = this.service(id);
+    this.returnedVersion.set(id, Number(this.assignment.get(id)?.version ?? 0));
+    this.state.set(id, backend.BackendState.BACKEND_STATE_COLD);
+    if (announce) {
+      publishMessage(this.nc, subjects.poolEvents, control.PoolEvent, {
+        kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
+        backendId: id,
+        service,
+        atUnixMs: Date.now(),
+        reason: "idle for 1000 ms",
+      });
+    }
+    this.beat(id);
+  }
+
+  silence(id: string): void {
+    clearInterval(this.timers.get(id));
+    this.timers.delete(id);
+    this.watches.get(id)?.();
+    this.watches.delete(id);
+  }
+
+  stopAll(): void {
+    for (const id of [...this.timers.keys()]) this.silence(id);
+  }
+}
+
+describe("global-allocator (real nats-server, real process, real gRPC)", () => {
+  let nats: NatsServerHandle;
+  let allocator: ServiceProcess;
+  let client: grpc.Client;
+  let nc: NatsConnection;
+  let registry: Registry;
+  let fakes: FakeBackends;
+  const events: control.PoolEvent[] = [];
+  const plans: control.AllocationPlan[] = [];
+
+  const start = async () => {
+    allocator = await startService("global-allocator", {
+      env: {
+        INFERGRID_NATS_URL: nats.url,
+        INFERGRID_BACKEND_TTL_MS: String(TTL_MS),
+        INFERGRID_CONTROL_PERIOD_MS: "300",
+        INFERGRID_HEARTBEAT_MS: "300",
+        INFERGRID_ASSIGNMENT_GRACE_MS: "1000",
+      },
+    });
+    client?.close();
+    client = createClient(allocator.ready.grpcAddress ?? "");
+  };
+  const call = <Req, Res>(method: grpc.MethodDefinition<Req, Res>, req: Req) =>
+    unaryCall(client, method, req, { deadline: Date.now() + 5000 });
+  const listOf = async (name: string) => (await call(AllocatorAdminDefinition.GetService, { name })).backends.map((b) => b.backendId);
+  const kvList = async (name: string) => (await registry.getService(name))?.entry.backends.map((b) => b.backendId) ?? [];
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => grpc.status.OK,
+      (err: grpc.ServiceError) => ({ code: err.code, details: err.details }),
+    );
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    const logger = createLogger("test", "allocator-test", "warn");
+    nc = await connectNats({ servers: nats.url, name: "allocator-test" }, logger);
+    registry = await Registry.open(nc, logger);
+    fakes = new FakeBackends(nc, registry);
+    subscribeMessages(nc, subjects.poolEvents, control.PoolEvent, logger, (e) => {
+      events.push(e);
+    });
+    subscribeMessages(nc, subjects.plan, control.AllocationPlan, logger, (p) => {
+      plans.push(p);
+    });
+    await start();
+  });
+
+  afterAll(async () => {
+    fakes?.stopAll();
+    client?.close();
+    await allocator?.stop();
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("registers a valid service (defaults filled in) and is idempotent for an identical spec", async () => {
+    const first = await call(AllocatorAdminDefinition.RegisterService, { spec: spec("resnet") });
+    expect(first.created).toBe(true);
+    expect(first.entry?.spec?.initialBackends).toBe(5);
+    expect(first.entry?.spec?.minBackends).toBe(1);
+    expect(first.entry?.spec?.sla?.burstFactor).toBe(2);
+    const again = await call(AllocatorAdminDefinition.RegisterService, { spec: spec("resnet") });
+    expect(again.created).toBe(false);
+    expect(Number(again.entry?.version)).toBe(Number(first.entry?.version));
+    const listed = await call(AllocatorAdminDefinition.ListServices, {});
+    expect(listed.services.map((s) => s.spec?.name)).toEqual(["resnet"]);
+  });
+
+  it("refuses each kind of invalid spec with INVALID_ARGUMENT naming the field, and unknown names with NOT_FOUND", async () => {
+    const base = spec("bad");
+    const cases: [control.ServiceSpec.$Properties, string][] = [
+      [{ ...base, name: "Bad_Name" }, "spec.name"],
+      [{ ...base, model: { kind: control.ModelKind.MODEL_KIND_EMULATED } }, "spec.model.profile"],
+      [
+        { ...base, model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: -1, locMs: 1, scaleMs: 1 } } },
+        "spec.model.profile.shape",
+      ],
+      [
+        { ...base, model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 1, locMs: 1, scaleMs: 1 }, coldStartMs: -5 } },
+        "spec.model.cold_start_ms",
+      ],
+      [{ ...base, model: { kind: control.ModelKind.MODEL_KIND_ONNX, onnxModel: "" } }, "spec.model.onnx_model"],
+      [{ ...base, model: { kind: control.ModelKind.MODEL_KIND_UNSPECIFIED } }, "spec.model.kind"],
+      [{ ...base, sla: { latencyThresholdMs: 0, percentile: 99 } }, "spec.sla.latency_threshold_ms"],
+      [{ ...base, sla: { latencyThresholdMs: 100, percentile: 100 } }, "spec.sla.percentile"],
+      [{ ...base, sla: { latencyThresholdMs: 100, percentile: 99, burstFactor: 0.5 } }, "spec.sla.burst_factor"],
+      [{ ...base, minBackends: 4, maxBackends: 2 }, "spec.min_backends"],
+      [{ ...base, sla: null }, "spec.sla"],
+    ];
+    for (const [bad, field] of cases) {
+      const result = await codeOf(call(AllocatorAdminDefinition.RegisterService, { spec: bad }));
+      expect(result, field).toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+      expect((result as { details: string }).details, field).toContain(field);
+    }
+    expect(await codeOf(call(AllocatorAdminDefinition.RegisterService, {}))).toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    expect(await codeOf(call(AllocatorAdminDefinition.GetService, { name: "nope" }))).toMatchObject({ code: grpc.status.NOT_FOUND });
+    // A valid ONNX spec passes.
+    const onnx = await call(AllocatorAdminDefinition.RegisterService, {
+      spec: { ...base, name: "ocr", model: { kind: control.ModelKind.MODEL_KIND_ONNX, onnxModel: "ppocr-mobile-cls" }, maxBackends: 2 },
+    });
+    expect(onnx.created).toBe(true);
+  });
+
+  it("assigns joining backends: assignment written before the list entry, lists appended in a stable order", async () => {
+    const seenBeforeList = new Map<string, boolean>();
+    // Watch the registry as a backend would: by the time an id is in a list, its assignment must be there.
+    const stop = registry.watchServices((_name, entry) => {
+      for (const ref of entry?.backends ?? []) {
+        if (seenBeforeList.has(ref.backendId)) continue;
+        void registry.getAssignment(ref.backendId).then((a) => seenBeforeList.set(ref.backendId, a?.service === entry?.spec?.name));
+      }
+    });
+    for (const i of [1, 2, 3, 4, 5]) fakes.start(`be-0${i}`);
+    // ocr (max 2) and resnet (max 3) share 5 backends: round robin in name order.
+    const lists = await eventually("both lists filled", async () => {
+      const [ocr, resnet] = [await listOf("ocr"), await listOf("resnet")];
+      return ocr.length === 2 && resnet.length === 3 ? { ocr, resnet } : undefined;
+    });
+    expect(lists.ocr).toEqual(["be-01", "be-03"]);
+    expect(lists.resnet).toEqual(["be-02", "be-04", "be-05"]);
+    expect(await kvList("resnet")).toEqual(lists.resnet);
+    const a = await registry.getAssignment("be-04");
+    expect(a?.service).toBe("resnet");
+    expect(a?.model?.coldStartMs).toBe(500);
+    await eventually("assignment checks done", () => (seenBeforeList.size >= 5 ? true : undefined));
+    stop();
+    expect([...seenBeforeList.values()].every(Boolean)).toBe(true);
+    expect(events.filter((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_JOINED).map((e) => e.backendId)).toHaveLength(5);
+    expect(events.filter((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_ASSIGNED)).toHaveLength(5);
+    const entry = await call(AllocatorAdminDefinition.GetService, { name: "resnet" });
+    expect(entry.minWarm).toBe(3);
+    const plan = await eventually("a plan with both services", () =>
+      plans.findLast((p) => p.services.length === 2 && p.services.every((s) => s.maxBackends > 0)),
+    );
+    expect(plan.poolSize).toBe(5);
+    expect(plan.freeBackends).toBe(0);
+    expect(plan.objective).toBe("static");
+    const state = await call(AllocatorAdminDefinition.GetClusterState, {});
+    expect(state.backends.map((b) => `${b.backendId}:${b.service}`)).toEqual([
+      "be-01:ocr",
+      "be-02:resnet",
+      "be-03:ocr",
+      "be-04:resnet",
+      "be-05:resnet",
+    ]);
+    expect(state.freeBackends).toBe(0);
+    expect(state.members.some((m) => m.role === control.Role.ROLE_ALLOCATOR)).toBe(true);
+  });
+
+  it("removes a silent backend and appends a replacement; the other entries keep their places", async () => {
+    fakes.start("be-06");
+    await eventually("be-06 free in the pool", async () =>
+      (await call(AllocatorAdminDefinition.GetClusterState, {})).freeBackends === 1 ? true : undefined,
+    );
+    fakes.silence("be-04");
+    const resnet = await eventually(
+      "be-04 replaced",
+      async () => {
+        const l = await listOf("resnet");
+        return l.includes("be-04") ? undefined : l;
+      },
+      TTL_MS * 4,
+    );
+    expect(resnet).toEqual(["be-02", "be-05", "be-06"]);
+    expect(await kvList("resnet")).toEqual(resnet);
+    expect(await registry.getAssignment("be-06")).toMatchObject({ service: "resnet" });
+    expect(await registry.getAssignment("be-04")).toBeUndefined();
+    expect(events.some((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_LEFT && e.backendId === "be-04")).toBe(true);
+  });
+
+  it("frees a backend that publishes RETURNED, and one that reports cold without a service", async () => {
+    fakes.start("be-07");
+    await eventually("be-07 free", async () =>
+      (await call(AllocatorAdminDefinition.GetClusterState, {})).freeBackends === 1 ? true : undefined,
+    );
+    await eventually("be-01 acknowledged ocr", () => (fakes.service("be-01") === "ocr" ? true : undefined));
+    const versionBefore = Number((await registry.getAssignment("be-01"))?.version);
+    fakes.state.set("be-01", backend.BackendState.BACKEND_STATE_WARM_IDLE);
+    await new Promise((r) => setTimeout(r, 300));
+    fakes.decommission("be-01", true);
+    // be-01 leaves the head of ocr's list; as the first free backend by id it is appended again
+    // at the tail, under a new assignment version (the static plan keeps ocr at 2).
+    const ocr = await eventually("be-01 out of ocr's head", async () => {
+      const l = await listOf("ocr");
+      return l[0] === "be-03" && l.length === 2 ? l : undefined;
+    });
+    expect(ocr).toEqual(["be-03", "be-01"]);
+    expect(Number((await registry.getAssignment("be-01"))?.version)).toBeGreaterThan(versionBefore);
+    const reassigned = events.filter((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_ASSIGNED && e.backendId === "be-01");
+    expect(reassigned.map((e) => e.service)).toEqual(["ocr", "ocr"]);
+
+    // be-02 (resnet's head) decommissions without an event: its heartbeat says cold, no service.
+    await eventually("be-02 acknowledged resnet", () => (fakes.service("be-02") === "resnet" ? true : undefined));
+    fakes.decommission("be-02", false);
+    const resnet = await eventually("be-02 out of resnet's head", async () => {
+      const l = await listOf("resnet");
+      return l[0] === "be-02" ? undefined : l;
+    });
+    expect(resnet).toEqual(["be-05", "be-06", "be-02"]);
+    expect(
+      events.some((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_RETURNED && e.backendId === "be-02" && e.service === "resnet"),
+    ).toBe(true);
+    // Stable afterwards: the re-assigned backends acknowledge and are not returned again.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await listOf("ocr")).toEqual(["be-03", "be-01"]);
+    expect(await listOf("resnet")).toEqual(["be-05", "be-06", "be-02"]);
+  });
+
+  it("survives garbled NATS messages and keeps serving", async () => {
+    nc.publish(subjects.heartbeat("backend", "junk"), new Uint8Array([0xff, 0xff, 0xff, 0x0f, 0x01]));
+    nc.publish(subjects.poolEvents, new Uint8Array([0x0a, 0xff]));
+    await allocator.waitForLog((l) => l.msg === "dropped a garbled message", 5000);
+    expect(allocator.isRunning()).toBe(true);
+    const metrics = await fetch(`http://${allocator.ready.metricsAddress}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/infergrid_garbled_messages_total\{[^}]*\} [1-9]/);
+    expect(metrics).toMatch(/infergrid_allocator_pool_backends\{[^}]*\} 6/);
+    expect(metrics).toMatch(/infergrid_allocator_service_list_length\{[^}]*service="resnet"[^}]*\} 3/);
+    expect((await call(AllocatorAdminDefinition.ListServices, {})).services).toHaveLength(2);
+  });
+
+  it("a restarted allocator keeps the lists as they were", async () => {
+    const before = { ocr: await kvList("ocr"), resnet: await kvList("resnet") };
+    const versions = { ocr: Number((await registry.getService("ocr"))?.entry.version) };
+    await allocator.stop();
+    await start();
+    // Through a full settle period and some control steps: nothing moves.
+    await new Promise((r) => setTimeout(r, TTL_MS + 1500));
+    expect(await listOf("ocr")).toEqual(before.ocr);
+    expect(await listOf("resnet")).toEqual(before.resnet);
+    expect(Number((await registry.getService("ocr"))?.entry.version)).toBe(versions.ocr);
+  });
+
+  it("deregistering returns the service's backends to the pool", async () => {
+    const ocr = await kvList("ocr");
+    const reply = await call(AllocatorAdminDefinition.DeregisterService, { name: "ocr" });
+    expect(reply.removed).toBe(true);
+    expect(await codeOf(call(AllocatorAdminDefinition.GetService, { name: "ocr" }))).toMatchObject({ code: grpc.status.NOT_FOUND });
+    for (const id of ocr) expect((await registry.getAssignment(id))?.service ?? "").not.toBe("ocr");
+    expect((await call(AllocatorAdminDefinition.DeregisterService, { name: "ocr" })).removed).toBe(false);
+  });
+});

@@ -1,0 +1,472 @@
+import type { AllocationPolicy } from "@infergrid/allocation";
+import { instanceIdProblem, MembershipTable } from "@infergrid/control-plane";
+import { backend, control } from "@infergrid/proto";
+import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
+import type { Actuator } from "./actuator.js";
+import { BackendPool } from "./pool.js";
+import { normalizeSpec, type SpecDefaults, sameSpec } from "./spec.js";
+
+export interface AllocatorOptions {
+  ttlMs: number;
+  /** How long a fresh assignment may go unacknowledged before "cold, no service" means "returned". */
+  graceMs: number;
+  /** After a restart with a non-empty registry: how long to listen before touching any list. */
+  settleMs: number;
+  memberForgetMs: number;
+  specDefaults: SpecDefaults;
+  objective: string;
+  policy: AllocationPolicy;
+}
+
+interface ServiceRecord {
+  entry: control.ServiceEntry;
+  revision: number;
+}
+
+interface AssignmentRecord {
+  service: string;
+  version: number;
+  /** When it was written (the allocator's clock, as stored in the registry). */
+  updatedAt: number;
+  /** The backend has reported this service since: from now on "cold, no service" means it left it. */
+  acknowledged: boolean;
+  /** Local time from which the grace runs (the write, or the restart that found it). */
+  since: number;
+}
+
+interface PendingReturn {
+  service: string;
+  reason: string;
+  /** Publish RETURNED ourselves (the backend did not announce it). */
+  announce: boolean;
+}
+
+export interface PoolSnapshot {
+  poolSize: number;
+  free: number;
+  listLengths: Map<string, number>;
+}
+
+const ev = control.PoolEventKind;
+
+/**
+ * The allocator's state and its one writer. It is the single active allocator (Kubernetes runs
+ * one replica): it keeps every service entry and assignment it wrote in memory and writes the
+ * registry with compare-and-set, so a second writer shows up as a conflict instead of a silent
+ * overwrite. Every mutation runs through one queue, so lists change one step at a time.
+ */
+export class Allocator {
+  private readonly services = new Map<string, ServiceRecord>();
+  private readonly assignments = new Map<string, AssignmentRecord>();
+  private readonly pool: BackendPool;
+  private readonly members: MembershipTable<control.Role>;
+  private readonly pendingReturns = new Map<string, PendingReturn>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private settleUntil = 0;
+  private planSeq = 0;
+  /** Asks the control loop for a reconcile soon (membership changed). */
+  wake: () => void = () => {};
+
+  constructor(
+    private readonly actuator: Actuator,
+    private readonly logger: Logger,
+    private readonly options: AllocatorOptions,
+  ) {
+    this.pool = new BackendPool(options.ttlMs);
+    this.members = new MembershipTable<control.Role>(options.ttlMs);
+  }
+
+  /** Takes over the registry as found: lists keep their order, their backends get a ttl to show up. */
+  restore(services: readonly ServiceRecord[], assignments: readonly control.BackendAssignment[], now: number): void {
+    for (const s of services) {
+      const name = s.entry.spec?.name ?? "";
+      this.services.set(name, s);
+      for (const ref of s.entry.backends) this.pool.seed(ref.backendId ?? "", ref.address ?? "", ref.instanceType ?? "", name, now);
+    }
+    for (const a of assignments) {
+      this.assignments.set(a.backendId, {
+        service: a.service,
+        version: Number(a.version),
+        updatedAt: Number(a.updatedAtUnixMs),
+        acknowledged: false,
+        since: now,
+      });
+    }
+    if (services.length > 0 || assignments.length > 0) this.settleUntil = now + this.options.settleMs;
+    this.logger.info(
+      { services: services.length, assignments: assignments.length, settleMs: this.options.settleMs },
+      "restored from registry",
+    );
+  }
+
+  // ---- inputs ------------------------------------------------------------------------------
+
+  onBackendHeartbeat(hb: control.Heartbeat, now: number): void {
+    const idProblem = instanceIdProblem(hb.id);
+    if (idProblem) {
+      this.logger.warn({ problem: idProblem }, "ignored a backend heartbeat with a bad id");
+      return;
+    }
+    const verdict = this.pool.observe(hb, now);
+    if (verdict === "joined") {
+      this.logger.info({ backend: hb.id, address: hb.address }, "backend joined the pool");
+      this.actuator.poolEvent({ kind: ev.POOL_EVENT_KIND_JOINED, backendId: hb.id, atUnixMs: now, reason: "first heartbeat" });
+      this.wake();
+    } else if (verdict === "draining") {
+      this.wake();
+    }
+    const a = this.assignments.get(hb.id);
+    const report = hb.backend;
+    if (!a?.service || !report) return;
+    if (report.service === a.service) {
+      a.acknowledged = true;
+      return;
+    }
+    // Cold with no service: either it has not seen its assignment yet, or it idled T and
+    // decommissioned itself. Only the second once it has acknowledged it (or the grace passed).
+    if (
+      report.service === "" &&
+      report.state === backend.BackendState.BACKEND_STATE_COLD &&
+      (a.acknowledged || now - a.since > this.options.graceMs)
+    ) {
+      this.markReturned(hb.id, { service: a.service, reason: "reported cold without a service", announce: true });
+    }
+  }
+
+  onMemberHeartbeat(hb: control.Heartbeat, now: number): void {
+    if (instanceIdProblem(hb.id)) return;
+    this.members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, hb.role, now);
+  }
+
+  onPoolEvent(event: control.PoolEvent): void {
+    if (event.kind !== ev.POOL_EVENT_KIND_RETURNED) return;
+    const a = this.assignments.get(event.backendId);
+    // Our own RETURNED events come back here too: by then the assignment is cleared and this is
+    // a no-op. One older than the current assignment is about an earlier one.
+    if (!a?.service || a.service !== event.service || Number(event.atUnixMs) < a.updatedAt) return;
+    this.markReturned(event.backendId, { service: a.service, reason: event.reason || "returned itself", announce: false });
+  }
+
+  private markReturned(backendId: string, pending: PendingReturn): void {
+    if (this.pendingReturns.has(backendId)) return;
+    this.logger.info({ backend: backendId, service: pending.service, reason: pending.reason }, "backend returned to the pool");
+    this.pendingReturns.set(backendId, pending);
+    this.wake();
+  }
+
+  // ---- admin -------------------------------------------------------------------------------
+
+  async register(
+    input: control.ServiceSpec.$Properties | null | undefined,
+    now: () => number,
+  ): Promise<{ entry: control.ServiceEntry; created: boolean }> {
+    const spec = normalizeSpec(input, this.options.specDefaults);
+    return this.serial(async () => {
+      const t = now();
+      const current = this.services.get(spec.name);
+      if (current && sameSpec(current.entry.spec, spec)) return { entry: current.entry, created: false };
+      if (current) {
+        const count = current.entry.backends.length;
+        await this.writeService(
+          {
+            spec,
+            backends: current.entry.backends,
+            version: Number(current.entry.version) + 1,
+            updatedAtUnixMs: t,
+            minWarm: Math.min(spec.initialBackends, count),
+          },
+          current.revision,
+        );
+        // The assignments carry the model spec: keep them in step with the service's.
+        for (const ref of current.entry.backends) {
+          const id = ref.backendId ?? "";
+          if (this.assignments.get(id)?.service === spec.name) await this.writeAssignment(id, spec.name, spec.model ?? null, t);
+        }
+        this.logger.info({ service: spec.name }, "service spec updated");
+      } else {
+        await this.writeService({ spec, backends: [], version: 1, updatedAtUnixMs: t, minWarm: 0 }, 0);
+        this.logger.info({ service: spec.name }, "service registered");
+      }
+      await this.reconcileGuarded(now());
+      const entry = this.services.get(spec.name)?.entry;
+      if (!entry) throw new GrpcStatusError(grpc.status.INTERNAL, `service ${spec.name} vanished while registering`);
+      return { entry, created: !current };
+    });
+  }
+
+  deregister(name: string, now: () => number): Promise<boolean> {
+    return this.serial(async () => {
+      const current = this.services.get(name);
+      if (!current) return false;
+      // The list goes first, so frontends stop dispatching before backends stop accepting.
+      await this.actuator.deleteService(name);
+      this.services.delete(name);
+      const t = now();
+      for (const ref of current.entry.backends) {
+        const id = ref.backendId ?? "";
+        this.pendingReturns.delete(id);
+        if (this.assignments.get(id)?.service !== name) continue;
+        await this.writeAssignment(id, "", null, t);
+        this.actuator.poolEvent({
+          kind: ev.POOL_EVENT_KIND_RETURNED,
+          backendId: id,
+          service: name,
+          atUnixMs: t,
+          reason: "service deregistered",
+        });
+      }
+      this.logger.info({ service: name, freed: current.entry.backends.length }, "service deregistered");
+      await this.reconcileGuarded(now());
+      return true;
+    });
+  }
+
+  getService(name: string): control.ServiceEntry | undefined {
+    return this.services.get(name)?.entry;
+  }
+
+  listServices(): control.ServiceEntry[] {
+    return [...this.services.keys()].sort().flatMap((n) => {
+      const e = this.services.get(n)?.entry;
+      return e ? [e] : [];
+    });
+  }
+
+  clusterState(now: number): control.ClusterState.$Properties {
+    this.members.expire(now, this.options.memberForgetMs);
+    const inLists = this.inLists();
+    return {
+      services: this.listServices(),
+      backends: this.pool
+        .all()
+        .sort((a, b) => a.id.localeCompare(b.id))
+        .map((m) => ({
+          backendId: m.id,
+          address: m.address,
+          service: this.assignments.get(m.id)?.service ?? "",
+          state: m.info.state,
+          lastSeenUnixMs: m.lastSeen,
+          instanceType: m.info.instanceType,
+        })),
+      members: this.members
+        .all()
+        .sort((a, b) => a.id.localeCompare(b.id))
+        .map((m) => ({ role: m.info, id: m.id, address: m.address, lastSeenUnixMs: m.lastSeen })),
+      freeBackends: this.pool.live(now).filter((m) => !inLists.has(m.id)).length,
+      atUnixMs: now,
+    };
+  }
+
+  snapshot(now: number): PoolSnapshot {
+    const inLists = this.inLists();
+    const live = this.pool.live(now);
+    return {
+      poolSize: live.length,
+      free: live.filter((m) => !inLists.has(m.id)).length,
+      listLengths: new Map([...this.services].map(([n, s]) => [n, s.entry.backends.length])),
+    };
+  }
+
+  // ---- the control step ----------------------------------------------------------------------
+
+  /** One control step; failures (NATS away, a registry conflict) are logged and retried next period. */
+  reconcile(now: number): Promise<void> {
+    return this.serial(() => this.reconcileGuarded(now));
+  }
+
+  private async reconcileGuarded(now: number): Promise<void> {
+    try {
+      await this.reconcileLocked(now);
+    } catch (err) {
+      this.logger.warn({ err }, "reconcile failed; retrying next period");
+    }
+  }
+
+  private async reconcileLocked(now: number): Promise<void> {
+    if (now < this.settleUntil) return;
+    const gone = new Set(this.pool.takeGone(now));
+    for (const id of gone) {
+      const service = this.assignments.get(id)?.service ?? "";
+      this.logger.info({ backend: id, service }, "backend left the pool");
+      this.actuator.poolEvent({
+        kind: ev.POOL_EVENT_KIND_LEFT,
+        backendId: id,
+        service,
+        atUnixMs: now,
+        reason: "heartbeats stopped or draining",
+      });
+    }
+    const returned = new Map(this.pendingReturns);
+    this.pendingReturns.clear();
+
+    const names = [...this.services.keys()].sort();
+    const inLists = this.inLists();
+    const original = new Map(names.map((n) => [n, this.idsOf(n)]));
+    // Lists without the backends that left or returned: what the policy plans from.
+    const cleaned = new Map(
+      names.map((n) => [n, (original.get(n) ?? []).filter((id) => this.pool.get(id) !== undefined && returned.get(id)?.service !== n)]),
+    );
+    const decision = this.options.policy({
+      services: names.map((n) => {
+        const spec = this.services.get(n)?.entry.spec;
+        return {
+          name: n,
+          minBackends: spec?.minBackends ?? 0,
+          maxBackends: spec?.maxBackends ?? 0,
+          initialBackends: spec?.initialBackends ?? 0,
+          currentList: cleaned.get(n) ?? [],
+        };
+      }),
+      freeBackends: this.pool
+        .live(now)
+        .map((m) => m.id)
+        .filter((id) => !inLists.has(id) || returned.has(id)),
+      poolSize: this.pool.live(now).length,
+    });
+
+    // 1. Shrink lists first: a backend leaves its old list before it is given to another service.
+    const removedFrom = new Map<string, string>();
+    for (const n of names) {
+      const before = original.get(n) ?? [];
+      const after = new Set((cleaned.get(n) ?? []).filter((id) => (decision.lists.get(n) ?? []).includes(id)));
+      const removed = before.filter((id) => !after.has(id));
+      if (removed.length === 0) continue;
+      for (const id of removed) removedFrom.set(id, n);
+      await this.writeList(
+        n,
+        before.filter((id) => after.has(id)),
+        now,
+      );
+    }
+
+    // 2. Assignments: gone backends are forgotten; removed ones are cleared; added ones are
+    // written before they appear in a list, so a backend knows its service when the first
+    // warm-up arrives.
+    const addedTo = new Map<string, string>();
+    for (const n of names) for (const id of decision.services.get(n)?.added ?? []) addedTo.set(id, n);
+    for (const [id, service] of removedFrom) {
+      if (gone.has(id)) continue;
+      const r = returned.get(id);
+      if (!r || r.announce) {
+        this.actuator.poolEvent({
+          kind: ev.POOL_EVENT_KIND_RETURNED,
+          backendId: id,
+          service,
+          atUnixMs: now,
+          reason: r?.reason ?? "reclaimed by the allocation",
+        });
+      }
+      if (!addedTo.has(id)) await this.writeAssignment(id, "", null, now);
+    }
+    for (const [id, record] of [...this.assignments]) {
+      if (this.pool.get(id) !== undefined) continue;
+      // Gone, or never seen since a restart: the key would only mislead a backend reusing the id.
+      await this.actuator.deleteAssignment(id);
+      this.assignments.delete(id);
+      this.logger.debug({ backend: id, service: record.service }, "assignment deleted");
+    }
+    for (const [id, service] of addedTo)
+      await this.writeAssignment(id, service, this.services.get(service)?.entry.spec?.model ?? null, now);
+
+    // 3. Grow lists (and carry min_warm changes).
+    for (const n of names) {
+      const list = decision.lists.get(n) ?? [];
+      const minWarm = decision.minWarm.get(n) ?? 0;
+      const entry = this.services.get(n)?.entry;
+      if (!entry) continue;
+      const same = list.length === entry.backends.length && list.every((id, i) => entry.backends[i]?.backendId === id);
+      if (same && entry.minWarm === minWarm) continue;
+      await this.writeList(n, list, now, minWarm);
+      for (const id of decision.services.get(n)?.added ?? [])
+        this.actuator.poolEvent({
+          kind: ev.POOL_EVENT_KIND_ASSIGNED,
+          backendId: id,
+          service: n,
+          atUnixMs: now,
+          reason: this.options.objective,
+        });
+    }
+
+    // 4. A free backend must not hold on to an old assignment (say, written just before a crash).
+    for (const id of decision.free) {
+      const a = this.assignments.get(id);
+      if (a?.service) await this.writeAssignment(id, "", null, now);
+    }
+
+    this.planSeq += 1;
+    this.actuator.plan({
+      issuedAtUnixMs: now,
+      seq: this.planSeq,
+      services: names.map((n) => ({
+        service: n,
+        maxBackends: this.services.get(n)?.entry.backends.length ?? 0,
+        minWarm: this.services.get(n)?.entry.minWarm ?? 0,
+        predictedRatePerS: 0,
+        utility: 0,
+      })),
+      poolSize: this.pool.live(now).length,
+      freeBackends: decision.free.length,
+      objective: this.options.objective,
+    });
+  }
+
+  // ---- writes --------------------------------------------------------------------------------
+
+  private async writeList(name: string, ids: readonly string[], now: number, minWarm?: number): Promise<void> {
+    const current = this.services.get(name);
+    if (!current) return;
+    const known = new Map(current.entry.backends.map((r) => [r.backendId ?? "", r]));
+    const backends = ids.map((id) => {
+      const member = this.pool.get(id);
+      return known.get(id) ?? { backendId: id, address: member?.address ?? "", instanceType: member?.info.instanceType ?? "" };
+    });
+    const spec = current.entry.spec;
+    await this.writeService(
+      {
+        spec,
+        backends,
+        version: Number(current.entry.version) + 1,
+        updatedAtUnixMs: now,
+        minWarm: minWarm ?? Math.min(spec?.initialBackends ?? 0, backends.length),
+      },
+      current.revision,
+    );
+  }
+
+  private async writeService(entry: control.ServiceEntry.$Properties, revision: number): Promise<void> {
+    const name = entry.spec?.name ?? "";
+    let newRevision: number;
+    try {
+      newRevision = await this.actuator.putService(entry, revision);
+    } catch (err) {
+      // Someone else wrote the entry: take the registry's view and let the caller retry.
+      const fresh = await this.actuator.getService(name).catch(() => undefined);
+      if (fresh) this.services.set(name, fresh);
+      this.logger.warn({ err, service: name, revision }, "registry write conflicted");
+      throw new GrpcStatusError(grpc.status.ABORTED, `registry entry of ${name} changed concurrently; retry`);
+    }
+    this.services.set(name, { entry: control.ServiceEntry.create(entry), revision: newRevision });
+  }
+
+  private async writeAssignment(id: string, service: string, model: control.ModelSpec.$Properties | null, now: number): Promise<void> {
+    const previous = this.assignments.get(id);
+    // Versions only grow, across restarts too: a backend compares them to spot a new assignment.
+    const version = Math.max((previous?.version ?? 0) + 1, now);
+    await this.actuator.putAssignment({ backendId: id, service, model, version, updatedAtUnixMs: now });
+    this.assignments.set(id, { service, version, updatedAt: now, acknowledged: false, since: now });
+  }
+
+  private idsOf(name: string): string[] {
+    return (this.services.get(name)?.entry.backends ?? []).map((r) => r.backendId ?? "");
+  }
+
+  private inLists(): Set<string> {
+    return new Set([...this.services.keys()].flatMap((n) => this.idsOf(n)));
+  }
+
+  private serial<T>(task: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(task, task);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}

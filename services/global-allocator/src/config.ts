@@ -1,0 +1,31 @@
+import { field } from "@infergrid/runtime";
+import { z } from "zod";
+
+export const allocatorConfig = z.object({
+  controlPeriodMs: field.ms(2_000).describe("period of the allocation loop (reconcile the lists with the plan, publish the plan)"),
+  backendTtlMs: field
+    .ms(0)
+    .describe("a backend silent this long leaves the pool and its list (0 = 3 x heartbeatMs, the heartbeat period all members share)"),
+  assignmentGraceMs: field
+    .ms(0)
+    .describe("a backend reporting cold with no service this long after its assignment has returned to the pool (0 = the ttl)"),
+  settleMs: field
+    .ms(0)
+    .describe("after a restart with a non-empty registry, wait this long for heartbeats before changing lists (0 = the ttl)"),
+  memberForgetMs: field.ms(60_000).describe("members of any role silent this long are dropped from the cluster state"),
+  defaultInitialBackends: field.int(5, 0).describe("initial_backends of a spec that gives 0 (Swayam bootstraps with 5)"),
+  defaultMinBackends: field.int(1, 0).describe("min_backends of a spec that gives 0"),
+  defaultBurstFactor: field.number(2, 1).describe("burst_factor U of a spec that gives 0"),
+});
+
+export type AllocatorConfig = z.infer<typeof allocatorConfig>;
+
+/** The time constants with their defaults resolved. */
+export function timing(config: AllocatorConfig & { heartbeatMs: number }): { ttlMs: number; graceMs: number; settleMs: number } {
+  const ttlMs = config.backendTtlMs > 0 ? config.backendTtlMs : 3 * config.heartbeatMs;
+  return {
+    ttlMs,
+    graceMs: config.assignmentGraceMs > 0 ? config.assignmentGraceMs : ttlMs,
+    settleMs: config.settleMs > 0 ? config.settleMs : ttlMs,
+  };
+}

@@ -1,0 +1,39 @@
+import { Gauge, Histogram, type Registry } from "prom-client";
+import type { Allocator } from "./allocator.js";
+
+export function allocatorMetrics(registry: Registry, allocator: Allocator, now: () => number = Date.now) {
+  new Gauge({
+    name: "infergrid_allocator_pool_backends",
+    help: "Live backends in the pool (free and assigned)",
+    registers: [registry],
+    collect() {
+      this.set(allocator.snapshot(now()).poolSize);
+    },
+  });
+  new Gauge({
+    name: "infergrid_allocator_free_backends",
+    help: "Live backends in no service's list",
+    registers: [registry],
+    collect() {
+      this.set(allocator.snapshot(now()).free);
+    },
+  });
+  new Gauge({
+    name: "infergrid_allocator_service_list_length",
+    help: "Length of each service's ordered backend list",
+    labelNames: ["service"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [service, length] of allocator.snapshot(now()).listLengths) this.set({ service }, length);
+    },
+  });
+  return {
+    reconcileSeconds: new Histogram({
+      name: "infergrid_allocator_reconcile_seconds",
+      help: "Time one control step took (plan and registry writes)",
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: [registry],
+    }),
+  };
+}

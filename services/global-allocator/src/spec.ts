@@ -1,0 +1,85 @@
+import { serviceNameProblem } from "@infergrid/control-plane";
+import { control } from "@infergrid/proto";
+import { GrpcStatusError, grpc } from "@infergrid/runtime";
+
+export interface SpecDefaults {
+  initialBackends: number;
+  minBackends: number;
+  burstFactor: number;
+}
+
+const invalid = (message: string) => new GrpcStatusError(grpc.status.INVALID_ARGUMENT, message);
+const isNonNegative = (x: number | null | undefined) => typeof x === "number" && Number.isFinite(x) && x >= 0;
+
+/**
+ * Checks a service spec strictly and fills in the defaults; a bad spec is refused with
+ * INVALID_ARGUMENT and a message that names the field, so an operator sees at once what to fix.
+ */
+export function normalizeSpec(spec: control.ServiceSpec.$Properties | null | undefined, defaults: SpecDefaults): control.ServiceSpec {
+  if (!spec) throw invalid("spec is required");
+  const name = spec.name ?? "";
+  const nameProblem = serviceNameProblem(name);
+  if (nameProblem) throw invalid(`spec.name: ${nameProblem}`);
+
+  const model = spec.model;
+  if (!model) throw invalid("spec.model is required");
+  if (model.kind === control.ModelKind.MODEL_KIND_EMULATED) {
+    const p = model.profile;
+    if (!p) throw invalid("spec.model.profile is required for MODEL_KIND_EMULATED");
+    for (const [key, value] of [
+      ["shape", p.shape],
+      ["loc_ms", p.locMs],
+      ["scale_ms", p.scaleMs],
+    ] as const) {
+      if (!isNonNegative(value)) throw invalid(`spec.model.profile.${key} must be a finite number >= 0 (got ${value})`);
+    }
+  } else if (model.kind === control.ModelKind.MODEL_KIND_ONNX) {
+    if (!model.onnxModel?.trim()) throw invalid("spec.model.onnx_model is required for MODEL_KIND_ONNX");
+  } else {
+    throw invalid(`spec.model.kind must be MODEL_KIND_EMULATED or MODEL_KIND_ONNX (got ${model.kind ?? 0})`);
+  }
+  if (!isNonNegative(model.coldStartMs ?? 0))
+    throw invalid(`spec.model.cold_start_ms must be a finite number >= 0 (got ${model.coldStartMs})`);
+  if ((model.intraOpThreads ?? 0) > 256) throw invalid(`spec.model.intra_op_threads must be <= 256 (got ${model.intraOpThreads})`);
+
+  const sla = spec.sla;
+  if (!sla) throw invalid("spec.sla is required");
+  const threshold = sla.latencyThresholdMs ?? 0;
+  if (!(Number.isFinite(threshold) && threshold > 0)) throw invalid(`spec.sla.latency_threshold_ms must be > 0 (got ${threshold})`);
+  const percentile = sla.percentile ?? 0;
+  if (!(Number.isFinite(percentile) && percentile > 0 && percentile < 100))
+    throw invalid(`spec.sla.percentile must be in (0, 100) (got ${percentile})`);
+  const burst = sla.burstFactor || defaults.burstFactor;
+  if (!(Number.isFinite(burst) && burst >= 1)) throw invalid(`spec.sla.burst_factor must be >= 1, or 0 for the default (got ${burst})`);
+
+  const maxBackends = spec.maxBackends ?? 0;
+  const minBackends = spec.minBackends || defaults.minBackends;
+  if (maxBackends > 0 && minBackends > maxBackends)
+    throw invalid(`spec.min_backends (${minBackends}) must not exceed spec.max_backends (${maxBackends})`);
+
+  return control.ServiceSpec.create({
+    name,
+    model: control.ModelSpec.create({
+      kind: model.kind,
+      ...(model.profile ? { profile: control.LognormalProfile.create({ ...model.profile }) } : {}),
+      coldStartMs: model.coldStartMs ?? 0,
+      onnxModel: model.onnxModel?.trim() ?? "",
+      intraOpThreads: model.intraOpThreads ?? 0,
+    }),
+    sla: control.Sla.create({ latencyThresholdMs: threshold, percentile, burstFactor: burst }),
+    minBackends,
+    maxBackends,
+    initialBackends: spec.initialBackends || defaults.initialBackends,
+    pruneLate: spec.pruneLate ?? false,
+  });
+}
+
+/** Same spec, field for field (the encoding of proto3 messages is canonical enough for that here). */
+export function sameSpec(
+  a: control.ServiceSpec.$Properties | null | undefined,
+  b: control.ServiceSpec.$Properties | null | undefined,
+): boolean {
+  const x = control.ServiceSpec.encode(a ?? {}).finish();
+  const y = control.ServiceSpec.encode(b ?? {}).finish();
+  return x.length === y.length && x.every((v, i) => v === y[i]);
+}

@@ -1,0 +1,62 @@
+import { serveMember, subjects } from "@infergrid/control-plane";
+import { control } from "@infergrid/proto";
+import { runService, subscribeMessages } from "@infergrid/runtime";
+import { Counter, Gauge } from "prom-client";
+import { predictorConfig } from "./config.js";
+import { ForecastPublisher } from "./publisher.js";
+import { LoadWindows } from "./windows.js";
+
+await runService("predictor", predictorConfig, async (ctx) => {
+  const { config, logger, metrics, nc } = ctx;
+  const reports = new Counter({
+    name: "infergrid_predictor_load_reports_total",
+    help: "Load reports received, by outcome (accepted, invalid, too_old)",
+    labelNames: ["outcome"],
+    registers: [metrics],
+  });
+  const published = new Counter({ name: "infergrid_predictor_forecasts_total", help: "Forecasts published", registers: [metrics] });
+  const windows = new LoadWindows(config.windowMs, config.historyWindows, config.latenessMs);
+  const log = logger.child({ component: "predictor" });
+  const publisher = new ForecastPublisher(nc, windows, config, log, () => published.inc());
+  new Gauge({
+    name: "infergrid_predictor_observed_rate_per_second",
+    help: "Arrival rate of the last closed window, per service",
+    labelNames: ["service"],
+    registers: [metrics],
+    collect() {
+      this.reset();
+      for (const [service, rate] of publisher.lastObserved) this.set({ service }, rate);
+    },
+  });
+
+  const subscription = subscribeMessages(
+    nc,
+    subjects.allLoad,
+    control.LoadReport,
+    log,
+    (report) => {
+      const outcome = windows.add(report, Date.now());
+      reports.inc({ outcome });
+      if (outcome !== "accepted") log.debug({ service: report.service, outcome }, "load report not counted");
+    },
+    { onGarbled: ctx.onGarbled },
+  );
+  const timer = setInterval(() => publisher.publishAll(Date.now()), config.periodMs > 0 ? config.periodMs : config.windowMs);
+
+  // No API of its own: the gRPC server carries the standard health service.
+  const member = await serveMember(ctx, { role: "predictor", register: () => {} });
+
+  return {
+    ready: member.ready,
+    shutdown: [
+      ...member.shutdown,
+      {
+        name: "loop",
+        run: () => {
+          clearInterval(timer);
+          subscription.unsubscribe();
+        },
+      },
+    ],
+  };
+});

@@ -1,0 +1,108 @@
+import { subjects } from "@infergrid/control-plane";
+import { control } from "@infergrid/proto";
+import { checkHealth, connectNats, createLogger, type NatsConnection, publishMessage, subscribeMessages } from "@infergrid/runtime";
+import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const WINDOW_MS = 1000;
+
+describe("predictor (real nats-server, real process)", () => {
+  let nats: NatsServerHandle;
+  let predictor: ServiceProcess;
+  let nc: NatsConnection;
+  const forecasts: control.Forecast[] = [];
+  let timer: NodeJS.Timeout | undefined;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    predictor = await startService("predictor", {
+      env: {
+        INFERGRID_NATS_URL: nats.url,
+        INFERGRID_WINDOW_MS: String(WINDOW_MS),
+        INFERGRID_LATENESS_MS: "300",
+        INFERGRID_PERIOD_MS: "250",
+        INFERGRID_STEPS: "5",
+      },
+    });
+    nc = await connectNats({ servers: nats.url, name: "predictor-test" }, createLogger("test", "predictor-test", "warn"));
+    subscribeMessages(nc, subjects.allForecasts, control.Forecast, createLogger("test", "predictor-test", "warn"), (f) => {
+      forecasts.push(f);
+    });
+  });
+
+  afterAll(async () => {
+    clearInterval(timer);
+    await predictor?.stop();
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("is healthy and turns the frontends' load reports into forecasts with the observed rate", async () => {
+    expect(await checkHealth(predictor.ready.grpcAddress ?? "", 2000)).toBe(true);
+    // Three frontends report every 100 ms, out of phase: 2 + 3 + 5 = 10 arrivals per 100 ms = 100/s in total.
+    const perReport: Record<string, number> = { "fe-a": 2, "fe-b": 3, "fe-c": 5 };
+    let tick = 0;
+    timer = setInterval(() => {
+      const now = Date.now();
+      tick += 1;
+      for (const [frontendId, arrivals] of Object.entries(perReport)) {
+        publishMessage(nc, subjects.load("resnet"), control.LoadReport, {
+          frontendId,
+          service: "resnet",
+          windowStartUnixMs: now - 100,
+          windowEndUnixMs: now,
+          arrivals,
+          frontendsEstimate: 3,
+        });
+      }
+      // A second service at a lower rate from one frontend.
+      if (tick % 2 === 0)
+        publishMessage(nc, subjects.load("ocr"), control.LoadReport, {
+          frontendId: "fe-a",
+          service: "ocr",
+          windowStartUnixMs: now - 200,
+          windowEndUnixMs: now,
+          arrivals: 4,
+        });
+    }, 100);
+
+    // Forecasts from full windows (the first one the reports began in may be partial).
+    const f = await eventually(
+      "a resnet forecast from 3+ windows",
+      () => forecasts.findLast((x) => x.service === "resnet" && x.model === "holt"),
+      10_000,
+    );
+    expect(f.observedRatePerS).toBeGreaterThan(85);
+    expect(f.observedRatePerS).toBeLessThan(115);
+    expect(f.steps).toBe(5);
+    expect(Number(f.stepMs)).toBe(WINDOW_MS);
+    expect(f.quantiles.map((q) => q.quantile)).toEqual([0.5, 0.9, 0.99]);
+    for (const q of f.quantiles) {
+      expect(q.ratePerS).toHaveLength(5);
+      for (const r of q.ratePerS) expect(r).toBeGreaterThanOrEqual(0);
+    }
+    const [p50, p90, p99] = f.quantiles.map((q) => q.ratePerS[0] ?? 0);
+    expect(p50).toBeGreaterThan(70);
+    expect(p50).toBeLessThan(130);
+    expect(p90).toBeGreaterThan(p50 ?? 0);
+    expect(p99).toBeGreaterThan(p90 ?? 0);
+
+    const ocr = await eventually("an ocr forecast", () => forecasts.findLast((x) => x.service === "ocr" && x.model === "holt"), 10_000);
+    // 4 arrivals every 200 ms = 20/s.
+    expect(ocr.observedRatePerS).toBeGreaterThan(14);
+    expect(ocr.observedRatePerS).toBeLessThan(26);
+  });
+
+  it("drops garbled and invalid messages, counts them, and keeps forecasting", async () => {
+    nc.publish(subjects.load("resnet"), new Uint8Array([0x0a, 0xff, 0xff]));
+    publishMessage(nc, subjects.load("x"), control.LoadReport, { service: "Not A Name", windowEndUnixMs: Date.now(), arrivals: 3 });
+    await predictor.waitForLog((l) => l.msg === "dropped a garbled message", 5000);
+    const count = forecasts.length;
+    await eventually("more forecasts", () => (forecasts.length > count + 2 ? true : undefined), 5000);
+    expect(predictor.isRunning()).toBe(true);
+    const metrics = await fetch(`http://${predictor.ready.metricsAddress}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/infergrid_garbled_messages_total\{[^}]*\} 1/);
+    expect(metrics).toMatch(/infergrid_predictor_load_reports_total\{[^}]*outcome="invalid"[^}]*\} 1/);
+    expect(metrics).toMatch(/infergrid_predictor_observed_rate_per_second\{[^}]*service="resnet"/);
+  });
+});
