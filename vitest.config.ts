@@ -12,5 +12,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Integration tests start up to twenty real processes each: on a 2-core machine they run one
+    // file at a time so that no test measures another one's load.
+    fileParallelism: false,
   },
 });

@@ -54,7 +54,7 @@ export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
           }),
         ),
       ),
-      startService("broker", { env: env({ INFERGRID_FRONTEND_TTL_MS: "1000", ...shape.brokerEnv }) }),
+      startService("broker", { env: env({ INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
     ]);
     started.push(...backends, ...frontends, broker);
     const brokerClient = createClient(broker.ready.grpcAddress ?? "");

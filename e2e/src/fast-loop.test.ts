@@ -65,7 +65,7 @@ beforeAll(async () => {
         startService("frontend", { name: `f${i}`, env: { ...frontendEnv, INFERGRID_ID: `frontend-${i}` } }),
       ),
     ),
-    startService("broker", { env: { ...env, INFERGRID_FRONTEND_TTL_MS: "1000" } }),
+    startService("broker", { env: { ...env, INFERGRID_FRONTEND_TTL_MS: "2000" } }),
   ]);
   writer = await RegistryWriter.open(nats.url);
   watch = await ControlWatch.open(nats.url);

@@ -22,6 +22,8 @@ function isTransportFailure(err: unknown): boolean {
 
 export interface ForwarderOptions {
   maxFailovers: number;
+  /** How long a frontend whose heartbeats stopped may still be tried when no other is live. */
+  staleGraceMs: number;
   answerReserveMs: number;
   onFailover(): void;
 }
@@ -36,8 +38,18 @@ export class Forwarder {
     private readonly logger: Logger,
   ) {}
 
+  /**
+   * Frontends with a fresh heartbeat; if none is fresh (late heartbeats on a loaded machine, a NATS
+   * outage) the ones heard from recently, since a call that fails still ejects them.
+   */
   liveFrontends(now: number): string[] {
-    return this.members.live(now).map((m) => m.id);
+    const live = this.members.live(now);
+    if (live.length > 0) return live.map((m) => m.id);
+    return this.members
+      .all()
+      .filter((m) => !m.draining && now - m.lastSeen <= this.options.staleGraceMs)
+      .map((m) => m.id)
+      .sort();
   }
 
   async forward(request: inference.InferRequest.$Properties, deadline: number): Promise<inference.InferResponse.$Properties> {

@@ -23,7 +23,12 @@ await runService("broker", brokerConfig, async (ctx) => {
     members,
     rotation,
     clients,
-    { maxFailovers: config.maxFailovers, answerReserveMs: config.answerReserveMs, onFailover: () => failovers.inc() },
+    {
+      maxFailovers: config.maxFailovers,
+      staleGraceMs: config.frontendTtlMs * 10,
+      answerReserveMs: config.answerReserveMs,
+      onFailover: () => failovers.inc(),
+    },
     logger,
   );
   const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics);
