@@ -48,6 +48,9 @@ export interface DispatchHooks {
   onRefusedCold(index: number): void;
 }
 
+/** Longest wait between two full rounds over the prefix. */
+const MAX_ROUND_GAP_MS = 100;
+
 const NO_RETRY = new Set([
   grpc.status.INVALID_ARGUMENT,
   grpc.status.NOT_FOUND,
@@ -82,6 +85,7 @@ export class Dispatcher {
     const giveUpAt = deadline - this.options.answerReserveMs;
     let attempts = 0;
     let refusals = 0;
+    let rounds = 0;
     for (;;) {
       const now = Date.now();
       const target = current();
@@ -100,14 +104,16 @@ export class Dispatcher {
       });
       let index = this.pick(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), excluded, this.random, list.length);
       if (index === undefined && tried.size > 0) {
-        // Every backend of the prefix refused once: start a new round after the gap.
+        // Every backend of the prefix was tried: start a new round, backing off so that a
+        // saturated service is not hammered by its own retries.
         tried.clear();
-        if (!(await this.waitGap(giveUpAt))) break;
+        rounds += 1;
+        if (!(await this.waitGap(giveUpAt, Math.min(MAX_ROUND_GAP_MS, this.options.retryGapMs * 2 ** rounds)))) break;
         continue;
       }
       if (index === undefined) {
-        // Nothing usable (all failed recently): probe the head of the list rather than give up.
-        index = 0;
+        // Nothing usable (all failed recently): probe one of the prefix rather than give up.
+        index = Math.floor(this.random.uniform() * Math.max(1, Math.min(target.n, list.length)));
       }
       const ref = list[index];
       if (!ref) break;
@@ -159,9 +165,9 @@ export class Dispatcher {
     );
   }
 
-  private async waitGap(deadline: number): Promise<boolean> {
-    if (Date.now() + this.options.retryGapMs >= deadline) return false;
-    if (this.options.retryGapMs > 0) await sleep(this.options.retryGapMs);
+  private async waitGap(deadline: number, gapMs = this.options.retryGapMs): Promise<boolean> {
+    if (Date.now() + gapMs >= deadline) return false;
+    if (gapMs > 0) await sleep(gapMs);
     return true;
   }
 }
