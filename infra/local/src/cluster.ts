@@ -1,0 +1,160 @@
+import { existsSync } from "node:fs";
+import { findNatsServer, type ServiceName, serviceEntry } from "@infergrid/testkit";
+import type { ScalingPolicy } from "./options.js";
+import { type ChildHandle, startLoggedNats, startLoggedService } from "./processes.js";
+
+/**
+ * Time constants for a demo that replays hours in minutes: the services' defaults are the papers'
+ * (t_setup 10 s, rate history 500 s, scale-in cooldown 10 min) and would hardly move within a
+ * run. All members share one heartbeat period (the allocator's ttl is three of them).
+ */
+export const DEMO_TIMING = {
+  heartbeatMs: 500,
+  shutdownGraceMs: 2_000,
+  allocatorControlPeriodMs: 1_000,
+  tSetupMs: 5_000,
+  autoscaleMs: 500,
+  loadReportMs: 1_000,
+  rateWindowMs: 5_000,
+  rateHistoryMs: 60_000,
+  scaleInCooldownMs: 15_000,
+  predictorWindowMs: 5_000,
+  brokerFrontendTtlMs: 1_500,
+} as const;
+
+export interface ClusterShape {
+  backends: number;
+  frontends: number;
+  policy: ScalingPolicy;
+  idleTimeoutMs: number;
+  logLevel: string;
+  runDir: string;
+}
+
+export interface Cluster {
+  natsUrl: string;
+  allocator: ChildHandle;
+  broker: ChildHandle;
+  /** Every process, in start order (nats-server first). */
+  all(): ChildHandle[];
+  /** Stops the services front to back (broker, frontends, backends, control plane), then nats-server. */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+const SERVICES: ServiceName[] = ["global-allocator", "predictor", "backend-worker", "frontend", "broker"];
+
+/** The compiled services this needs, with a hint when one is missing. */
+export function missingServices(): string[] {
+  return SERVICES.filter((s) => !existsSync(serviceEntry(s))).map((s) => serviceEntry(s));
+}
+
+/** Environment of one service: INFERGRID_ + the SNAKE_CASE of its config key. */
+export function serviceEnv(
+  shape: ClusterShape,
+  natsUrl: string,
+  role: "allocator" | "predictor" | "backend" | "frontend" | "broker",
+  id: string,
+): Record<string, string> {
+  const common = {
+    INFERGRID_NATS_URL: natsUrl,
+    INFERGRID_ID: id,
+    INFERGRID_LOG_LEVEL: shape.logLevel,
+    INFERGRID_HEARTBEAT_MS: String(DEMO_TIMING.heartbeatMs),
+    INFERGRID_SHUTDOWN_GRACE_MS: String(DEMO_TIMING.shutdownGraceMs),
+  };
+  switch (role) {
+    case "allocator":
+      return { ...common, INFERGRID_CONTROL_PERIOD_MS: String(DEMO_TIMING.allocatorControlPeriodMs) };
+    case "predictor":
+      return { ...common, INFERGRID_WINDOW_MS: String(DEMO_TIMING.predictorWindowMs) };
+    case "backend":
+      return { ...common, INFERGRID_IDLE_TIMEOUT_MS: String(shape.idleTimeoutMs), INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs) };
+    case "frontend":
+      return {
+        ...common,
+        INFERGRID_SCALING: shape.policy,
+        INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs),
+        INFERGRID_AUTOSCALE_MS: String(DEMO_TIMING.autoscaleMs),
+        INFERGRID_LOAD_REPORT_MS: String(DEMO_TIMING.loadReportMs),
+        INFERGRID_RATE_WINDOW_MS: String(DEMO_TIMING.rateWindowMs),
+        INFERGRID_RATE_HISTORY_MS: String(DEMO_TIMING.rateHistoryMs),
+        INFERGRID_SCALE_IN_COOLDOWN_MS: String(DEMO_TIMING.scaleInCooldownMs),
+      };
+    case "broker":
+      return { ...common, INFERGRID_FRONTEND_TTL_MS: String(DEMO_TIMING.brokerFrontendTtlMs) };
+  }
+}
+
+const pad = (i: number) => String(i).padStart(2, "0");
+
+/** Like Promise.all, but waits for every start to end before failing, so none is left half-started. */
+async function allStarted<T>(starts: Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(starts);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
+/**
+ * Starts nats-server, the allocator and predictor, then the backends, frontends and broker (in
+ * parallel: on a small machine most of the wait is node loading modules). On any failure what
+ * was started is killed and the error names the log to read.
+ */
+export async function startCluster(
+  shape: ClusterShape,
+  progress: (msg: string) => void,
+  aborted: () => boolean = () => false,
+): Promise<Cluster> {
+  const nats = await startLoggedNats(findNatsServer(), shape.runDir);
+  const started: ChildHandle[] = [nats];
+  const start = async (service: ServiceName, name: string, env: Record<string, string>) => {
+    // Ctrl-C between two starts: start nothing more (the failure unwinds what is running).
+    if (aborted()) throw new Error("interrupted");
+    const child = await startLoggedService({
+      name,
+      command: process.execPath,
+      args: [serviceEntry(service)],
+      env,
+      logDir: shape.runDir,
+      readyTimeoutMs: 60_000,
+    });
+    started.push(child);
+    return child;
+  };
+  try {
+    progress(`nats-server at ${nats.url}`);
+    const [allocator] = await allStarted([
+      start("global-allocator", "global-allocator", serviceEnv(shape, nats.url, "allocator", "allocator")),
+      start("predictor", "predictor", serviceEnv(shape, nats.url, "predictor", "predictor")),
+    ]);
+    if (!allocator) throw new Error("global-allocator did not start");
+    progress(`global-allocator at ${allocator.ready.grpcAddress}, predictor`);
+    const backendIds = Array.from({ length: shape.backends }, (_, i) => `backend-${pad(i)}`);
+    const frontendIds = Array.from({ length: shape.frontends }, (_, i) => `frontend-${i}`);
+    const rest = await allStarted([
+      ...backendIds.map((id) => start("backend-worker", id, serviceEnv(shape, nats.url, "backend", id))),
+      ...frontendIds.map((id) => start("frontend", id, serviceEnv(shape, nats.url, "frontend", id))),
+      start("broker", "broker", serviceEnv(shape, nats.url, "broker", "broker")),
+    ]);
+    const broker = rest[rest.length - 1];
+    if (!broker) throw new Error("broker did not start");
+    progress(`${shape.backends} backend-workers, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`);
+    return {
+      natsUrl: nats.url,
+      allocator,
+      broker,
+      all: () => [...started],
+      stop: async (timeoutMs) => {
+        const role = (c: ChildHandle) =>
+          c.name === "broker" ? 0 : c.name.startsWith("frontend") ? 1 : c.name.startsWith("backend") ? 2 : c.name === "nats-server" ? 4 : 3;
+        for (let stage = 0; stage <= 4; stage++) {
+          await Promise.all(started.filter((c) => role(c) === stage).map((c) => c.stop(timeoutMs)));
+        }
+      },
+    };
+  } catch (err) {
+    for (const c of started) c.kill();
+    await Promise.all(started.map((c) => c.exited));
+    throw err;
+  }
+}

@@ -1,0 +1,32 @@
+import { describe, expect, it } from "vitest";
+import { type LiveFrame, renderFrame, renderLines, screenRows } from "./live-view.js";
+import { ServiceStats } from "./stats.js";
+
+function frame(): LiveFrame {
+  const s = new ServiceStats("resnet34", 720, 0.99);
+  for (let i = 0; i < 10; i++) s.onAnswered(s.onSent(1_000 + i * 100), 150, 1_050 + i * 100);
+  return {
+    elapsedMs: 65_000,
+    totalMs: 240_000,
+    inFlight: 3,
+    rows: [{ service: "resnet34", sloMs: 720, live: s.live(2_500, 1), totals: s.totals(), inUse: 2, occupied: 3 }],
+  };
+}
+
+describe("live view", () => {
+  it("shows elapsed/total, and per service rate, backends in use, latency, SLO attainment and totals", () => {
+    const text = renderFrame(frame());
+    expect(text).toContain("1:05 / 4:00");
+    expect(text).toContain("3 in flight");
+    expect(text).toMatch(/│ resnet34\s+│ 10\.0\s+│ 2\s+│ 3\s+│ 150\s+│ 150\s+│ 100\.0% \(<=720\)\s+│ 10\s+│ 10\s+│ 0\s+│/);
+    expect(renderLines(frame())).toBe(
+      "[1:05/4:00] resnet34: 10.0 req/s, n=2, warm=3, p50 150 ms, p99 150 ms, within SLO 100.0%; sent 10, answered 10, failed 0",
+    );
+  });
+
+  it("knows how many terminal rows a frame takes, wrapped lines included", () => {
+    expect(screenRows("abc\ndef", 80)).toBe(2);
+    expect(screenRows("x".repeat(100), 40)).toBe(3);
+    expect(screenRows("x".repeat(100), undefined)).toBe(1);
+  });
+});

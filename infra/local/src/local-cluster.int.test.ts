@@ -1,0 +1,179 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { repoRoot } from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+/**
+ * The real CLI as a newcomer runs it (compiled dist/, real nats-server and service processes),
+ * checked through its --summary-json: every request sent ends answered or failed, and nothing
+ * is left running afterwards. Needs `npx tsc -b` (the services' and this package's dist/).
+ */
+const cli = join(repoRoot, "infra", "local", "dist", "main.js");
+const trace = "/work/shared/traces/faro-10jobs-6h-per-minute.csv";
+
+interface ServiceRow {
+  service: string;
+  sent: number;
+  answered: number;
+  failed: number;
+  lost: number;
+  notSent: number;
+  p50Ms: number | null;
+  p99Ms: number | null;
+  sloAttainment: number | null;
+  backendSeconds: number;
+  failedByCode: Record<string, number>;
+}
+
+interface SummaryJson {
+  interrupted: boolean;
+  loadSeconds: number;
+  services: ServiceRow[];
+  totals: { sent: number; answered: number; failed: number; lost: number };
+  replay: { services: string[]; minutes: number; compression: number; peakRps: number };
+  processes: Array<{ name: string; pid: number; log: string }>;
+}
+
+let dir: string;
+
+beforeAll(() => {
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (npx tsc -b)`);
+  dir = mkdtempSync(join(tmpdir(), "ig-local-"));
+});
+
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  summary: SummaryJson;
+}
+
+function runCli(args: string[], opts: { interruptAfterLoadMs?: number } = {}): Promise<Run> {
+  const summaryPath = join(dir, `summary-${Date.now()}.json`);
+  const child: ChildProcess = spawn(process.execPath, [cli, ...args, "--summary-json", summaryPath, "--runtime-dir", join(dir, "runs")], {
+    cwd: repoRoot,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    stdout += d.toString();
+    if (opts.interruptAfterLoadMs !== undefined && stdout.includes("load running\n")) {
+      const wait = opts.interruptAfterLoadMs;
+      opts.interruptAfterLoadMs = undefined;
+      setTimeout(() => child.kill("SIGINT"), wait);
+    }
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  return new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", (code) => {
+      if (!existsSync(summaryPath)) {
+        reject(new Error(`no summary (exit ${code}):\n${stdout}\n${stderr}`));
+        return;
+      }
+      resolve({ code, stdout, stderr, summary: JSON.parse(readFileSync(summaryPath, "utf8")) as SummaryJson });
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Processes whose command line mentions `text` (other sessions' services may run on this machine). */
+function processesMentioning(text: string): string[] {
+  try {
+    return execFileSync("pgrep", ["-af", text], { encoding: "utf8" })
+      .split("\n")
+      .filter((l) => l.trim() !== "" && !l.includes("pgrep"));
+  } catch {
+    return []; // pgrep exits 1 when nothing matches.
+  }
+}
+
+function expectAccounted(run: Run, services: string[]): void {
+  const { summary } = run;
+  expect(summary.services.map((s) => s.service)).toEqual(services);
+  for (const s of summary.services) {
+    expect(s.answered, `${s.service} answered`).toBeGreaterThan(0);
+    expect(s.lost, `${s.service} lost`).toBe(0);
+    expect(s.answered + s.failed, `${s.service} answered + failed`).toBe(s.sent);
+    expect(s.notSent).toBe(0);
+    expect(s.p50Ms).toBeGreaterThan(0);
+    expect(s.p99Ms).toBeGreaterThanOrEqual(s.p50Ms ?? 0);
+    expect(s.backendSeconds, `${s.service} backend-seconds`).toBeGreaterThan(0);
+  }
+  expect(summary.totals.lost).toBe(0);
+  expect(summary.totals.answered + summary.totals.failed).toBe(summary.totals.sent);
+  // Nothing left behind: every process it started is gone.
+  expect(summary.processes.length).toBeGreaterThan(0);
+  expect(summary.processes.filter((p) => alive(p.pid))).toEqual([]);
+  expect(processesMentioning(dir)).toEqual([]);
+  expect(run.stdout).toContain("all processes stopped (0 left)");
+  // Services log to files, not to the console.
+  for (const p of summary.processes) expect(existsSync(p.log), p.log).toBe(true);
+  expect(run.stdout).not.toContain('"level"');
+}
+
+describe("npm start (infra/local)", () => {
+  it("runs the synthetic workload for --duration and accounts for every request", async () => {
+    const run = await runCli(["--duration", "15", "--backends", "4", "--frontends", "2", "--peak-rps", "20"]);
+    expect(run.code, run.stderr).toBe(0);
+    expectAccounted(run, ["resnet34", "mobilenet-v2", "ocr-cls"]);
+    expect(run.summary.interrupted).toBe(false);
+    expect(run.summary.loadSeconds).toBeCloseTo(15, 0);
+    expect(run.summary.totals.sent).toBeGreaterThan(50);
+    // Warm backends were billed for about the load's length at least once per service.
+    for (const s of run.summary.services) expect(s.backendSeconds).toBeGreaterThanOrEqual(10);
+    expect(run.stdout).toMatch(/Summary: .* 4 backends, 2 frontends, policy swayam/);
+    const runs = readdirSync(join(dir, "runs"));
+    expect(runs.length).toBeGreaterThan(0);
+  }, 90_000);
+
+  it("replays jobs of a real per-minute trace", async () => {
+    const run = await runCli([
+      "--trace",
+      trace,
+      "--jobs",
+      "serve-cluster0,serve-cluster1",
+      "--minutes",
+      "1",
+      // One trace minute over 10 s of wall time.
+      "--compression",
+      "6",
+      "--backends",
+      "4",
+      "--frontends",
+      "2",
+      "--policy",
+      "static",
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    expectAccounted(run, ["serve-cluster0", "serve-cluster1"]);
+    expect(run.summary.replay).toMatchObject({ services: ["serve-cluster0", "serve-cluster1"], minutes: 1, compression: 6 });
+    expect(run.summary.loadSeconds).toBeGreaterThan(8);
+    expect(run.summary.loadSeconds).toBeLessThanOrEqual(10.1);
+  }, 90_000);
+
+  it("Ctrl-C stops the load, then every process, and still writes the summary", async () => {
+    const run = await runCli(["--backends", "3", "--frontends", "1", "--no-onnx", "--peak-rps", "10"], { interruptAfterLoadMs: 4_000 });
+    expect(run.code).toBe(130);
+    expect(run.summary.interrupted).toBe(true);
+    expect(run.summary.loadSeconds).toBeLessThan(10);
+    expectAccounted(run, ["resnet34", "mobilenet-v2"]);
+  }, 90_000);
+});

@@ -1,0 +1,308 @@
+#!/usr/bin/env node
+/**
+ * The local cluster in one command: `npm start` (see --help). Starts nats-server and every service
+ * as a process, registers demo services, replays a workload through the broker, shows progress,
+ * and ends with a per-service summary; Ctrl-C stops it all and still prints the summary.
+ */
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { seededRandom } from "@infergrid/core";
+import { repoRoot } from "@infergrid/testkit";
+import { arrivalSchedule } from "@infergrid/workload";
+import type { InputKind } from "./catalogue.js";
+import { BrokerClient, buildInputs, listServices, registerServices } from "./client.js";
+import { type Cluster, DEMO_TIMING, missingServices, startCluster } from "./cluster.js";
+import { LiveView } from "./live-view.js";
+import { LoadGenerator } from "./load-generator.js";
+import { BackendSecondsMeter, InUseTracker } from "./observers.js";
+import { CommanderError, type Options, OptionsError, parseOptions } from "./options.js";
+import { liveChildren, signalAllChildren } from "./processes.js";
+import { ServiceStats } from "./stats.js";
+import { renderSummary, type Summary, serviceSummary, totalsOf } from "./summary.js";
+import { readTraceOption } from "./trace-source.js";
+import { ControlPlaneWatch } from "./watch.js";
+import { planWorkload, type WorkloadPlan } from "./workload-plan.js";
+
+const now = () => performance.timeOrigin + performance.now();
+const say = (msg: string) => process.stdout.write(`${msg}\n`);
+const STOP_TIMEOUT_MS = 10_000;
+
+/** What Ctrl-C / SIGTERM do depends on how far the run is. */
+class Interrupts {
+  count = 0;
+  private listeners: Array<(count: number) => void> = [];
+  readonly first: Promise<void>;
+  private resolveFirst: () => void = () => {};
+
+  constructor() {
+    this.first = new Promise((r) => {
+      this.resolveFirst = r;
+    });
+    const on = (signal: NodeJS.Signals) => {
+      this.count++;
+      if (this.count === 1) process.stderr.write(`\n${signal}: stopping the load, then every process (again to hurry)\n`);
+      if (this.count >= 3) {
+        process.stderr.write(`\n${signal} a third time: killing everything now\n`);
+        process.exit(130);
+      }
+      this.resolveFirst();
+      for (const l of this.listeners) l(this.count);
+    };
+    for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, on);
+  }
+
+  get interrupted(): boolean {
+    return this.count > 0;
+  }
+
+  onSignal(listener: (count: number) => void): void {
+    this.listeners.push(listener);
+  }
+}
+
+function banner(plan: WorkloadPlan, options: Options, runDir: string): void {
+  const scaling =
+    plan.scaling === "rate-scale"
+      ? `--rate-scale ${plan.rateScale}`
+      : plan.scaling === "peak-rps"
+        ? "--peak-rps"
+        : "auto: about half of each service's backend share at its busiest, at most 120 req/s";
+  say(`InferGrid local cluster — logs in ${runDir}`);
+  say(`workload: ${plan.description}, ${plan.trace.minutes} trace minutes at compression ${plan.compression}`);
+  say(`  load: cluster peak ${plan.peakRps.toFixed(1)} req/s (${scaling}); runs ${(plan.durationMs / 1000).toFixed(0)} s`);
+  for (const s of plan.services) {
+    say(
+      `  service ${s.name}: ${s.input === "ocr" ? "ONNX ppocr-mobile-cls" : `emulated, mean ${s.meanServiceMs.toFixed(0)} ms`}, SLO ${s.rtMaxMs} ms at p${s.slMin * 100}`,
+    );
+  }
+  say(
+    `cluster: ${options.backends} backends, ${options.frontends} frontends (${options.policy}), backend idle timeout ${options.idleTimeoutMs} ms`,
+  );
+}
+
+async function run(options: Options, interrupts: Interrupts): Promise<number> {
+  const trace = options.trace === undefined ? undefined : await readTraceOption(options.trace, options.topJobs);
+  const plan = planWorkload(options, trace);
+  const missing = missingServices();
+  if (missing.length > 0) {
+    process.stderr.write(`error: the services are not built (missing ${missing.join(", ")}): run \`npm run build\` first\n`);
+    return 1;
+  }
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  const runDir = resolve(options.runtimeDir ?? join(repoRoot, ".runtime"), `local-${stamp}`);
+  mkdirSync(runDir, { recursive: true });
+  banner(plan, options, runDir);
+  if (interrupts.interrupted) return 130;
+
+  // Ctrl-C while processes start: stop them, which makes the start fail and unwind.
+  let cluster: Cluster | undefined;
+  interrupts.onSignal(() => {
+    if (!cluster) signalAllChildren("SIGTERM");
+  });
+  try {
+    cluster = await startCluster(
+      {
+        backends: options.backends,
+        frontends: options.frontends,
+        policy: options.policy,
+        idleTimeoutMs: options.idleTimeoutMs,
+        logLevel: options.logLevel,
+        runDir,
+      },
+      (msg) => say(`  started ${msg}`),
+      () => interrupts.interrupted,
+    );
+  } catch (err) {
+    removeNatsFiles(runDir);
+    if (interrupts.interrupted) {
+      say("interrupted while starting; every process is stopped");
+      return 130;
+    }
+    throw err;
+  }
+  const staleMs = 4 * DEMO_TIMING.heartbeatMs;
+  const meter = new BackendSecondsMeter(staleMs);
+  const inUse = new InUseTracker(2_500);
+  let watch: ControlPlaneWatch | undefined;
+  let broker: BrokerClient | undefined;
+  try {
+    watch = await ControlPlaneWatch.open(cluster.natsUrl, meter, inUse, now);
+    await registerServices(cluster.allocator.ready.grpcAddress ?? "", plan.services);
+    const kinds = new Set<InputKind>(plan.services.map((s) => s.input));
+    const inputsByKind = await buildInputs(kinds);
+    broker = new BrokerClient(
+      cluster.broker.ready.grpcAddress ?? "",
+      new Map(plan.services.map((s) => [s.name, inputsByKind[s.input]])),
+      options.deadlineMs,
+    );
+    say(`registered ${plan.services.length} services; waiting until each answers through the broker ...`);
+    const client = broker;
+    const serving = await Promise.all(plan.services.map((s) => client.waitServing(s.name, 60_000, () => interrupts.interrupted)));
+    const notServing = plan.services.filter((_, i) => !serving[i]).map((s) => s.name);
+    if (notServing.length > 0 && !interrupts.interrupted) say(`warning: not answering yet (going on anyway): ${notServing.join(", ")}`);
+    for (const entry of await listServices(cluster.allocator.ready.grpcAddress ?? "").catch(() => [])) {
+      const ids = entry.backends.map((b) => b.backendId);
+      say(`  ${entry.spec?.name}: ordered list of ${ids.length} backends [${ids.join(", ")}], ${entry.minWarm} kept warm`);
+    }
+
+    const stats = new Map(plan.services.map((s) => [s.name, new ServiceStats(s.name, s.rtMaxMs, s.slMin)]));
+    const generator = new LoadGenerator({
+      arrivals: arrivalSchedule(plan.trace, {
+        compression: plan.compression,
+        rateScale: plan.rateScale,
+        random: seededRandom(options.seed),
+      }),
+      durationMs: plan.durationMs,
+      send: broker.send,
+      stats,
+      maxInFlight: options.maxInFlight,
+      now,
+    });
+    const frame = () => {
+      const t = now();
+      return {
+        elapsedMs: Math.min(generator.elapsedMs(), plan.durationMs),
+        totalMs: plan.durationMs,
+        inFlight: generator.inFlightCount,
+        rows: plan.services.map((s) => {
+          const st = stats.get(s.name) as ServiceStats;
+          return {
+            service: s.name,
+            sloMs: s.rtMaxMs,
+            live: st.live(t),
+            totals: st.totals(),
+            inUse: inUse.current(s.name, t),
+            occupied: meter.occupiedNow(s.name, t),
+          };
+        }),
+      };
+    };
+    const view = new LiveView(process.stdout, frame);
+
+    const startedAt = new Date();
+    const t0 = now();
+    meter.begin(t0);
+    inUse.begin();
+    interrupts.onSignal((count) => {
+      generator.stopSending();
+      // A second Ctrl-C does not wait for answers: in-flight requests end as CANCELLED.
+      if (count >= 2) generator.cancelInFlight();
+    });
+    if (!interrupts.interrupted) {
+      say("load running");
+      generator.start();
+      view.start();
+      await Promise.race([generator.finished, interrupts.first]);
+    }
+    generator.stopSending();
+    const loadSeconds = Math.min(generator.elapsedMs(), plan.durationMs) / 1000;
+    if (generator.inFlightCount > 0) {
+      view.stop();
+      say(`load over; waiting for ${generator.inFlightCount} requests in flight (at most ${options.deadlineMs / 1000} s) ...`);
+      view.detach();
+    }
+    if (!(await generator.drain(options.deadlineMs + 2_000))) {
+      generator.cancelInFlight();
+      await generator.drain(2_000);
+    }
+    const end = now();
+    meter.finish(end);
+    inUse.finish();
+    view.stop();
+
+    const services = plan.services.map((s) =>
+      serviceSummary(
+        s.name,
+        s.rtMaxMs,
+        s.slMin,
+        (stats.get(s.name) as ServiceStats).totals(),
+        meter.seconds(s.name, end),
+        inUse.peakOf(s.name),
+      ),
+    );
+    const summary: Summary = {
+      startedAt: startedAt.toISOString(),
+      runDir,
+      workload: `${plan.description}, peak ${plan.peakRps.toFixed(1)} req/s`,
+      loadSeconds: Number(loadSeconds.toFixed(2)),
+      interrupted: interrupts.interrupted,
+      backends: options.backends,
+      frontends: options.frontends,
+      policy: options.policy,
+      maxSendLagMs: Number(generator.maxLagMs.toFixed(1)),
+      services,
+      totals: totalsOf(services),
+    };
+    say("stopping the services ...");
+    await watch.close();
+    watch = undefined;
+    broker.close();
+    broker = undefined;
+    await cluster.stop(interrupts.count >= 2 ? 2_000 : STOP_TIMEOUT_MS);
+    removeNatsFiles(runDir);
+    say(`all processes stopped (${liveChildren()} left); logs in ${runDir}\n`);
+    say(renderSummary(summary));
+    if (options.summaryJson) {
+      const path = resolve(options.summaryJson);
+      mkdirSync(dirname(path), { recursive: true });
+      const processes = cluster.all().map((c) => ({ name: c.name, pid: c.pid, log: c.logPath }));
+      writeFileSync(path, `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes }, null, 2)}\n`);
+      say(`summary written to ${path}`);
+    }
+    if (summary.totals.lost > 0) return 1;
+    return interrupts.interrupted ? 130 : 0;
+  } finally {
+    await watch?.close().catch(() => {});
+    broker?.close();
+    if (cluster && liveChildren() > 0) await cluster.stop(interrupts.count >= 2 ? 1_000 : STOP_TIMEOUT_MS);
+  }
+}
+
+/** The JetStream store only matters while the cluster runs; the logs stay. */
+function removeNatsFiles(runDir: string): void {
+  rmSync(join(runDir, "nats-store"), { recursive: true, force: true });
+  rmSync(join(runDir, "nats-ports"), { recursive: true, force: true });
+}
+
+function replayOf(plan: WorkloadPlan, options: Options) {
+  return {
+    source: plan.description,
+    services: plan.services.map((s) => s.name),
+    fromMinute: options.fromMinute,
+    minutes: plan.trace.minutes,
+    compression: plan.compression,
+    rateScale: plan.rateScale,
+    peakRps: Number(plan.peakRps.toFixed(3)),
+    scaling: plan.scaling,
+    durationS: plan.durationMs / 1000,
+    seed: options.seed,
+  };
+}
+
+async function main(): Promise<number> {
+  let options: Options;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (err) {
+    // Commander has printed the help or the error already.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    if (err instanceof OptionsError) {
+      process.stderr.write(`error: ${err.message}\n(run with --help for the options)\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const interrupts = new Interrupts();
+  try {
+    return await run(options, interrupts);
+  } catch (err) {
+    if (err instanceof OptionsError) {
+      process.stderr.write(`error: ${err.message}\n(run with --help for the options)\n`);
+      return 2;
+    }
+    process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+}
+
+process.exit(await main());

@@ -1,0 +1,132 @@
+import { describe, expect, it } from "vitest";
+import { CommanderError, OptionsError, parseOptions } from "./options.js";
+
+const silent = { writeOut: () => {}, writeErr: () => {} };
+
+function errorOf(argv: string[]): string {
+  const captured: string[] = [];
+  try {
+    parseOptions(argv, { writeOut: () => {}, writeErr: (s) => captured.push(s) });
+  } catch (err) {
+    if (err instanceof CommanderError || err instanceof OptionsError) return `${err.message} ${captured.join("")}`;
+    throw err;
+  }
+  throw new Error(`expected ${argv.join(" ")} to be refused`);
+}
+
+describe("parseOptions", () => {
+  it("has defaults for a plain `npm start`", () => {
+    const o = parseOptions([], silent);
+    expect(o).toMatchObject({
+      trace: undefined,
+      compression: 60,
+      fromMinute: 0,
+      backends: 12,
+      frontends: 3,
+      policy: "swayam",
+      seed: 1,
+      idleTimeoutMs: 30_000,
+      onnx: true,
+      deadlineMs: 10_000,
+      maxInFlight: 2_000,
+      logLevel: "warn",
+    });
+    expect(o.peakRps).toBeUndefined();
+    expect(o.rateScale).toBeUndefined();
+  });
+
+  it("reads every option", () => {
+    const o = parseOptions(
+      [
+        "--trace",
+        "t.csv",
+        "--jobs",
+        "a, b",
+        "--compression",
+        "120",
+        "--peak-rps",
+        "30.5",
+        "--from-minute",
+        "10",
+        "--minutes",
+        "5",
+        "--duration",
+        "15",
+        "--backends",
+        "4",
+        "--frontends",
+        "2",
+        "--policy",
+        "static",
+        "--seed",
+        "7",
+        "--idle-timeout-ms",
+        "0",
+        "--summary-json",
+        "out.json",
+      ],
+      silent,
+    );
+    expect(o).toMatchObject({
+      trace: "t.csv",
+      jobs: ["a", "b"],
+      compression: 120,
+      peakRps: 30.5,
+      fromMinute: 10,
+      minutes: 5,
+      durationS: 15,
+      backends: 4,
+      frontends: 2,
+      policy: "static",
+      seed: 7,
+      idleTimeoutMs: 0,
+      summaryJson: "out.json",
+    });
+    expect(parseOptions(["--no-onnx"], silent).onnx).toBe(false);
+  });
+
+  it.each([
+    [["--backends", "0"], "--backends <n>' argument '0' is invalid. must be an integer >= 1"],
+    [["--backends", "x"], "argument 'x' is invalid"],
+    [["--frontends", "1.5"], "must be an integer >= 1"],
+    [["--compression", "-1"], "must be a number > 0"],
+    [["--compression", "0"], "must be a number > 0"],
+    [["--peak-rps", "abc"], "must be a number > 0"],
+    [["--rate-scale", "-2"], "must be a number >= 0"],
+    [["--from-minute", "-1"], "must be an integer >= 0"],
+    [["--minutes", "0"], "must be an integer >= 1"],
+    [["--duration", ""], "must be a number > 0"],
+    [["--policy", "faro"], "Allowed choices are swayam, static"],
+    [["--log-level", "loud"], "Allowed choices are trace"],
+    [["--trace", "t.csv", "--jobs", "a,a"], "names a job twice"],
+    [["--trace", "t.csv", "--jobs", ","], "must name at least one job"],
+    [["--bogus"], "unknown option '--bogus'"],
+    [["extra"], "too many arguments"],
+  ])("refuses %j with a clear message", (argv, message) => {
+    expect(errorOf(argv)).toContain(message);
+  });
+
+  it("refuses combinations that make no sense, naming the options", () => {
+    expect(errorOf(["--peak-rps", "10", "--rate-scale", "1"])).toContain("--peak-rps and --rate-scale cannot both be given");
+    expect(errorOf(["--jobs", "a"])).toContain("--jobs needs --trace");
+    expect(errorOf(["--top-jobs", "3"])).toContain("--top-jobs needs --trace");
+    expect(errorOf(["--trace", "t.csv", "--no-onnx"])).toContain("--no-onnx only applies to the synthetic workload");
+  });
+
+  it("--help ends with exit code 0 and lists the options", () => {
+    let out = "";
+    try {
+      parseOptions(["--help"], { writeOut: (s) => (out += s), writeErr: () => {} });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(CommanderError);
+      expect((err as CommanderError).exitCode).toBe(0);
+    }
+    for (const flag of ["--trace", "--jobs", "--compression", "--peak-rps", "--rate-scale", "--from-minute", "--minutes", "--duration"]) {
+      expect(out).toContain(flag);
+    }
+    for (const flag of ["--backends", "--frontends", "--policy", "--seed", "--idle-timeout-ms", "--no-onnx", "--summary-json"]) {
+      expect(out).toContain(flag);
+    }
+  });
+});

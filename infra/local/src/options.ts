@@ -1,0 +1,193 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+
+export type ScalingPolicy = "swayam" | "static";
+
+export interface Options {
+  trace: string | undefined;
+  jobs: string[] | undefined;
+  topJobs: number | undefined;
+  compression: number;
+  peakRps: number | undefined;
+  rateScale: number | undefined;
+  fromMinute: number;
+  minutes: number | undefined;
+  durationS: number | undefined;
+  backends: number;
+  frontends: number;
+  policy: ScalingPolicy;
+  seed: number;
+  idleTimeoutMs: number;
+  onnx: boolean;
+  summaryJson: string | undefined;
+  deadlineMs: number;
+  maxInFlight: number;
+  logLevel: string;
+  runtimeDir: string | undefined;
+}
+
+/** A bad command line: printed with a pointer to --help, exit status 2. */
+export class OptionsError extends Error {
+  override readonly name = "OptionsError";
+}
+
+const int =
+  (min: number, what: string) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === "" || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`must be ${what}.`);
+    return n;
+  };
+
+const positiveNumber = (value: string): number => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("must be a number > 0.");
+  return n;
+};
+
+const nonNegativeNumber = (value: string): number => {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0) throw new InvalidArgumentError("must be a number >= 0.");
+  return n;
+};
+
+const list = (value: string): string[] => {
+  const items = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (items.length === 0) throw new InvalidArgumentError("must name at least one job (comma-separated).");
+  if (new Set(items).size !== items.length) throw new InvalidArgumentError("names a job twice.");
+  return items;
+};
+
+const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
+export function buildProgram(): Command {
+  return new Command()
+    .name("npm start --")
+    .description(
+      [
+        "Starts a local InferGrid cluster (nats-server, global-allocator, predictor, backend-workers, frontends, broker), registers demo services, drives them with a trace or a synthetic workload through the broker's gRPC ingress, shows live progress and ends with a per-service summary. Ctrl-C stops the load and every process, and still prints the summary.",
+        "Without --trace: a synthetic day (diurnal trend, bursts, noise) over three services: resnet34 and mobilenet-v2 (emulated, lognormal service times) and ocr-cls (a real ONNX model, ppocr-mobile-cls). With --trace: one emulated ResNet-34 service per job of a per-minute CSV or an Azure Functions 2019 file.",
+      ].join("\n\n"),
+    )
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Examples:",
+        "  npm start",
+        "  npm start -- --duration 60 --backends 8",
+        "  npm start -- --trace ../shared/traces/faro-10jobs-6h-per-minute.csv --jobs serve-cluster0,serve-cluster1 --minutes 30",
+        "  npm start -- --trace invocations_per_function_md.anon.d01.csv --top-jobs 5 --peak-rps 40 --summary-json out/summary.json",
+      ].join("\n"),
+    )
+    .option("--trace <path>", "trace file: per-minute CSV (minute,<job>,...) or Azure Functions 2019 invocations file")
+    .option("--jobs <a,b,...>", "replay only these jobs of the trace (names as in the trace)", list)
+    .option(
+      "--top-jobs <n>",
+      "keep the n busiest jobs (raw Azure Functions files: default 10, applied while reading)",
+      int(1, "an integer >= 1"),
+    )
+    .option("--compression <x>", "trace minutes per wall minute (60: one trace minute a second)", positiveNumber, 60)
+    .option(
+      "--peak-rps <r>",
+      "scale the load so the whole cluster's busiest second has r req/s (default: about half the backends' capacity, at most 120)",
+      positiveNumber,
+    )
+    .option("--rate-scale <x>", "multiply the trace's counts by x instead of fitting --peak-rps", nonNegativeNumber)
+    .option("--from-minute <m>", "first trace minute replayed", int(0, "an integer >= 0"), 0)
+    .option("--minutes <n>", "trace minutes replayed (default: the rest of the trace; synthetic: 240)", int(1, "an integer >= 1"))
+    .option("--duration <seconds>", "stop after this many seconds of load, even if the trace goes on", positiveNumber)
+    .option("--backends <n>", "backend-worker processes (the shared pool)", int(1, "an integer >= 1"), 12)
+    .option("--frontends <n>", "frontend processes", int(1, "an integer >= 1"), 3)
+    .addOption(new Option("--policy <name>", "frontends' scaling (INFERGRID_SCALING)").choices(["swayam", "static"]).default("swayam"))
+    .option("--seed <n>", "seed of the synthetic trace and of the arrival times", int(0, "an integer >= 0"), 1)
+    .option("--idle-timeout-ms <ms>", "T: a warm backend idle this long returns to the pool", int(0, "an integer >= 0"), 30_000)
+    .option("--no-onnx", "leave out the ONNX service (ocr-cls) of the synthetic workload")
+    .option("--summary-json <path>", "also write the summary as JSON to this file")
+    .option("--deadline-ms <ms>", "deadline of every request", int(1, "an integer >= 1"), 10_000)
+    .option(
+      "--max-in-flight <n>",
+      "requests outstanding at once; arrivals beyond it are counted as not sent",
+      int(1, "an integer >= 1"),
+      2_000,
+    )
+    .addOption(new Option("--log-level <level>", "services' log level (their logs go to files)").choices(LOG_LEVELS).default("warn"))
+    .option("--runtime-dir <dir>", "where each run's directory of logs is made (default: .runtime/ in the repository)")
+    .helpOption("-h, --help", "show this help")
+    .showHelpAfterError("(run with --help for the options)")
+    .allowExcessArguments(false);
+}
+
+interface RawOptions {
+  trace?: string;
+  jobs?: string[];
+  topJobs?: number;
+  compression: number;
+  peakRps?: number;
+  rateScale?: number;
+  fromMinute: number;
+  minutes?: number;
+  duration?: number;
+  backends: number;
+  frontends: number;
+  policy: ScalingPolicy;
+  seed: number;
+  idleTimeoutMs: number;
+  onnx: boolean;
+  summaryJson?: string;
+  deadlineMs: number;
+  maxInFlight: number;
+  logLevel: string;
+  runtimeDir?: string;
+}
+
+/** Checks that span options; each problem names the options involved. */
+export function crossCheck(o: Options): string[] {
+  const problems: string[] = [];
+  if (o.peakRps !== undefined && o.rateScale !== undefined) problems.push("--peak-rps and --rate-scale cannot both be given");
+  if (o.trace === undefined && o.jobs !== undefined) problems.push("--jobs needs --trace (the synthetic workload has fixed services)");
+  if (o.trace === undefined && o.topJobs !== undefined) problems.push("--top-jobs needs --trace");
+  if (o.trace !== undefined && !o.onnx) problems.push("--no-onnx only applies to the synthetic workload (a trace's services are emulated)");
+  return problems;
+}
+
+/**
+ * Parses argv (without node and the script). `--help` and `--version` print and throw a
+ * CommanderError with exitCode 0; anything wrong throws OptionsError or CommanderError with a
+ * message meant for the user.
+ */
+export function parseOptions(argv: readonly string[], output?: { writeOut(s: string): void; writeErr(s: string): void }): Options {
+  const program = buildProgram().exitOverride();
+  if (output) program.configureOutput(output);
+  program.parse([...argv], { from: "user" });
+  const raw = program.opts<RawOptions>();
+  const options: Options = {
+    trace: raw.trace,
+    jobs: raw.jobs,
+    topJobs: raw.topJobs,
+    compression: raw.compression,
+    peakRps: raw.peakRps,
+    rateScale: raw.rateScale,
+    fromMinute: raw.fromMinute,
+    minutes: raw.minutes,
+    durationS: raw.duration,
+    backends: raw.backends,
+    frontends: raw.frontends,
+    policy: raw.policy,
+    seed: raw.seed,
+    idleTimeoutMs: raw.idleTimeoutMs,
+    onnx: raw.onnx,
+    summaryJson: raw.summaryJson,
+    deadlineMs: raw.deadlineMs,
+    maxInFlight: raw.maxInFlight,
+    logLevel: raw.logLevel,
+    runtimeDir: raw.runtimeDir,
+  };
+  const problems = crossCheck(options);
+  if (problems.length > 0) throw new OptionsError(problems.join("\n"));
+  return options;
+}
+
+export { CommanderError };

@@ -1,0 +1,161 @@
+import Table from "cli-table3";
+import type { ServiceTotals } from "./stats.js";
+
+export interface ServiceSummary {
+  service: string;
+  sloMs: number;
+  /** SL_min in percent, e.g. 99. */
+  slaPercentile: number;
+  sent: number;
+  answered: number;
+  failed: number;
+  failedByCode: Record<string, number>;
+  /** sent - answered - failed: requests that got neither an answer nor an error. Must be 0. */
+  lost: number;
+  /** Arrivals the load generator could not send (too many in flight); not part of `sent`. */
+  notSent: number;
+  p50Ms: number | null;
+  p99Ms: number | null;
+  meanMs: number | null;
+  /** Share of finished requests answered within the SLO latency (failures are misses). */
+  sloAttainment: number | null;
+  /** Swayam's SLA compliance: share of windows of 1000 requests (slid by 10) meeting SL_min; null under 1000 requests. */
+  slaCompliance: number | null;
+  slaWindows: number;
+  /** Time backends spent provisioning or warm for this service, from their heartbeats. */
+  backendSeconds: number;
+  peakBackendsInUse: number;
+}
+
+export interface Summary {
+  startedAt: string;
+  runDir: string;
+  workload: string;
+  /** Seconds of load (from the first scheduled request to the last one sent). */
+  loadSeconds: number;
+  interrupted: boolean;
+  backends: number;
+  frontends: number;
+  policy: string;
+  maxSendLagMs: number;
+  services: ServiceSummary[];
+  totals: {
+    sent: number;
+    answered: number;
+    failed: number;
+    lost: number;
+    notSent: number;
+    backendSeconds: number;
+    sloAttainment: number | null;
+  };
+}
+
+const finite = (x: number): number | null => (Number.isFinite(x) ? x : null);
+const round = (x: number, digits: number): number => Number(x.toFixed(digits));
+const roundOrNull = (x: number, digits: number): number | null => {
+  const f = finite(x);
+  return f === null ? null : round(f, digits);
+};
+
+export function serviceSummary(
+  service: string,
+  sloMs: number,
+  slMin: number,
+  t: ServiceTotals,
+  backendSeconds: number,
+  peakBackendsInUse: number,
+): ServiceSummary {
+  return {
+    service,
+    sloMs,
+    slaPercentile: round(slMin * 100, 3),
+    sent: t.sent,
+    answered: t.answered,
+    failed: t.failed,
+    failedByCode: t.failedByCode,
+    lost: t.sent - t.answered - t.failed,
+    notSent: t.notSent,
+    p50Ms: roundOrNull(t.p50Ms, 1),
+    p99Ms: roundOrNull(t.p99Ms, 1),
+    meanMs: roundOrNull(t.meanMs, 1),
+    sloAttainment: roundOrNull(t.attainment, 5),
+    slaCompliance: roundOrNull(t.slaCompliance, 5),
+    slaWindows: t.slaWindows,
+    backendSeconds: round(backendSeconds, 1),
+    peakBackendsInUse,
+  };
+}
+
+export function totalsOf(services: readonly ServiceSummary[]): Summary["totals"] {
+  const sum = (f: (s: ServiceSummary) => number) => services.reduce((a, s) => a + f(s), 0);
+  const finished = sum((s) => s.answered + s.failed);
+  const within = sum((s) => (s.sloAttainment ?? 0) * (s.answered + s.failed));
+  return {
+    sent: sum((s) => s.sent),
+    answered: sum((s) => s.answered),
+    failed: sum((s) => s.failed),
+    lost: sum((s) => s.lost),
+    notSent: sum((s) => s.notSent),
+    backendSeconds: round(
+      sum((s) => s.backendSeconds),
+      1,
+    ),
+    sloAttainment: finished === 0 ? null : round(within / finished, 5),
+  };
+}
+
+export const pct = (x: number | null): string => (x === null ? "-" : `${(x * 100).toFixed(x >= 0.9995 && x < 1 ? 2 : 1)}%`);
+export const ms = (x: number | null): string => (x === null ? "-" : x >= 100 ? x.toFixed(0) : x.toFixed(1));
+
+function failedCell(s: ServiceSummary): string {
+  const codes = Object.entries(s.failedByCode);
+  if (codes.length === 0) return String(s.failed);
+  return `${s.failed} (${codes.map(([code, n]) => `${code} ${n}`).join(", ")})`;
+}
+
+/** A table without colour codes, so it reads the same in a terminal, a log file or CI. */
+export function plainTable(head: string[]): Table.Table {
+  return new Table({ head, style: { head: [], border: [], compact: true }, wordWrap: true });
+}
+
+export function renderSummary(summary: Summary): string {
+  const table = plainTable([
+    "service",
+    "sent",
+    "answered",
+    "failed",
+    "lost",
+    "p50 ms",
+    "p99 ms",
+    "SLO",
+    "within SLO",
+    "SLA compliance",
+    "backend-s",
+    "peak n",
+  ]);
+  for (const s of summary.services) {
+    table.push([
+      s.service,
+      s.sent,
+      s.answered,
+      failedCell(s),
+      s.lost,
+      ms(s.p50Ms),
+      ms(s.p99Ms),
+      `${s.sloMs} ms @p${s.slaPercentile}`,
+      pct(s.sloAttainment),
+      s.slaCompliance === null ? `- (${s.sent < 1000 ? "<1000 req" : "no window"})` : `${pct(s.slaCompliance)} of ${s.slaWindows}`,
+      s.backendSeconds.toFixed(1),
+      s.peakBackendsInUse,
+    ]);
+  }
+  const t = summary.totals;
+  table.push(["total", t.sent, t.answered, t.failed, t.lost, "", "", "", pct(t.sloAttainment), "", t.backendSeconds.toFixed(1), ""]);
+  const notes: string[] = [];
+  if (t.notSent > 0) notes.push(`${t.notSent} arrivals were not sent: more than the allowed requests were in flight (--max-in-flight).`);
+  if (t.lost > 0) notes.push(`${t.lost} requests got neither an answer nor an error: that is a bug.`);
+  if (summary.maxSendLagMs > 100)
+    notes.push(`requests went out up to ${summary.maxSendLagMs.toFixed(0)} ms after their scheduled time (busy CPU).`);
+  const head = `Summary: ${summary.loadSeconds.toFixed(1)} s of load${summary.interrupted ? " (interrupted)" : ""}, ${summary.workload}; ${summary.backends} backends, ${summary.frontends} frontend${summary.frontends === 1 ? "" : "s"}, policy ${summary.policy}`;
+  return [head, table.toString(), ...notes].join("\n");
+}
