@@ -40,23 +40,27 @@ export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
       env: env({ INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
     });
     started.push(allocator);
-    const [backends, frontends, broker] = await Promise.all([
-      Promise.all(
-        Array.from({ length: shape.backends }, (_, i) =>
-          startService("backend-worker", { name: `backend-${i}`, env: env({ INFERGRID_ID: `backend-${i}`, ...shape.backendEnv }) }),
-        ),
+    // Every start is awaited to its end (none left half-started), then any failure stops them all.
+    const starts = [
+      ...Array.from({ length: shape.backends }, (_, i) =>
+        startService("backend-worker", { name: `backend-${i}`, env: env({ INFERGRID_ID: `backend-${i}`, ...shape.backendEnv }) }),
       ),
-      Promise.all(
-        Array.from({ length: shape.frontends }, (_, i) =>
-          startService("frontend", {
-            name: `frontend-${i}`,
-            env: env({ INFERGRID_ID: `frontend-${i}`, INFERGRID_AUTOSCALE_MS: "250", ...shape.frontendEnv }),
-          }),
-        ),
+      ...Array.from({ length: shape.frontends }, (_, i) =>
+        startService("frontend", {
+          name: `frontend-${i}`,
+          env: env({ INFERGRID_ID: `frontend-${i}`, INFERGRID_AUTOSCALE_MS: "250", ...shape.frontendEnv }),
+        }),
       ),
       startService("broker", { env: env({ INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
-    ]);
-    started.push(...backends, ...frontends, broker);
+    ];
+    const results = await Promise.allSettled(starts);
+    const up = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    started.push(...up);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed) throw failed.reason;
+    const backends = up.slice(0, shape.backends);
+    const frontends = up.slice(shape.backends, shape.backends + shape.frontends);
+    const broker = up[up.length - 1] as ServiceProcess;
     const brokerClient = createClient(broker.ready.grpcAddress ?? "");
     const adminClient = createClient(allocator.ready.grpcAddress ?? "");
     return {

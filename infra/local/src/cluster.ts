@@ -68,11 +68,16 @@ export function serviceEnv(
     case "predictor":
       return { ...common, INFERGRID_WINDOW_MS: String(DEMO_TIMING.predictorWindowMs) };
     case "backend":
-      return { ...common, INFERGRID_IDLE_TIMEOUT_MS: String(shape.idleTimeoutMs), INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs) };
+      // A fixed allocation keeps its backends: they never decommission themselves.
+      return {
+        ...common,
+        INFERGRID_IDLE_TIMEOUT_MS: String(shape.policy === "fixed-peak" ? 86_400_000 : shape.idleTimeoutMs),
+        INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs),
+      };
     case "frontend":
       return {
         ...common,
-        INFERGRID_SCALING: shape.policy,
+        INFERGRID_SCALING: shape.policy === "swayam" ? "swayam" : "static",
         INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs),
         INFERGRID_AUTOSCALE_MS: String(DEMO_TIMING.autoscaleMs),
         INFERGRID_LOAD_REPORT_MS: String(DEMO_TIMING.loadReportMs),

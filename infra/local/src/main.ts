@@ -12,6 +12,7 @@ import { arrivalSchedule } from "@infergrid/workload";
 import type { InputKind } from "./catalogue.js";
 import { BrokerClient, buildInputs, listServices, registerServices } from "./client.js";
 import { type Cluster, DEMO_TIMING, missingServices, startCluster } from "./cluster.js";
+import { applyFixedPeak } from "./fixed-peak.js";
 import { LiveView } from "./live-view.js";
 import { LoadGenerator } from "./load-generator.js";
 import { BackendSecondsMeter, InUseTracker } from "./observers.js";
@@ -83,6 +84,10 @@ function banner(plan: WorkloadPlan, options: Options, runDir: string): void {
 async function run(options: Options, interrupts: Interrupts): Promise<number> {
   const trace = options.trace === undefined ? undefined : await readTraceOption(options.trace, options.topJobs);
   const plan = planWorkload(options, trace);
+  if (options.policy === "fixed-peak") {
+    const sizes = applyFixedPeak(plan, options.backends);
+    say(`fixed-peak: ${[...sizes].map(([name, n]) => `${name} ${n}`).join(", ")} backends`);
+  }
   const missing = missingServices();
   if (missing.length > 0) {
     process.stderr.write(`error: the services are not built (missing ${missing.join(", ")}): run \`npm run build\` first\n`);

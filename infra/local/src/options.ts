@@ -1,6 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 
-export type ScalingPolicy = "swayam" | "static";
+/** swayam: the frontends' model-based n; static: n = the allocator's min_warm; fixed-peak: every service's n fixed at what its peak needs. */
+export type ScalingPolicy = "swayam" | "static" | "fixed-peak";
 
 export interface Options {
   trace: string | undefined;
@@ -101,7 +102,14 @@ export function buildProgram(): Command {
     .option("--duration <seconds>", "stop after this many seconds of load, even if the trace goes on", positiveNumber)
     .option("--backends <n>", "backend-worker processes (the shared pool)", int(1, "an integer >= 1"), 12)
     .option("--frontends <n>", "frontend processes", int(1, "an integer >= 1"), 3)
-    .addOption(new Option("--policy <name>", "frontends' scaling (INFERGRID_SCALING)").choices(["swayam", "static"]).default("swayam"))
+    .addOption(
+      new Option(
+        "--policy <name>",
+        "swayam (model-based autoscaling), static (the allocator's split), fixed-peak (each service sized for its peak)",
+      )
+        .choices(["swayam", "static", "fixed-peak"])
+        .default("swayam"),
+    )
     .option("--seed <n>", "seed of the synthetic trace and of the arrival times", int(0, "an integer >= 0"), 1)
     .option("--idle-timeout-ms <ms>", "T: a warm backend idle this long returns to the pool", int(0, "an integer >= 0"), 30_000)
     .option("--no-onnx", "leave out the ONNX service (ocr-cls) of the synthetic workload")
