@@ -5,7 +5,7 @@ import { connectNats, createLogger, type NatsConnection, subscribeMessages } fro
 /** What a test sees of the control plane: load reports, backend heartbeats and pool events. */
 export class ControlWatch {
   readonly reports = new Map<string, control.LoadReport>();
-  readonly backends = new Map<string, backend.BackendReport>();
+  readonly backends = new Map<string, backend.BackendReport.$Properties>();
   readonly poolEvents: control.PoolEvent[] = [];
 
   private constructor(private readonly nc: NatsConnection) {}
@@ -36,7 +36,7 @@ export class ControlWatch {
 
   warmBackends(service: string): string[] {
     const warm = new Set([backend.BackendState.BACKEND_STATE_WARM_IDLE, backend.BackendState.BACKEND_STATE_BUSY]);
-    return [...this.backends.values()].filter((b) => b.service === service && warm.has(b.state)).map((b) => b.backendId);
+    return [...this.backends.values()].filter((b) => b.service === service && warm.has(b.state ?? 0)).map((b) => b.backendId ?? "");
   }
 
   async close(): Promise<void> {

@@ -127,7 +127,8 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
   };
   const call = <Req, Res>(method: grpc.MethodDefinition<Req, Res>, req: Req) =>
     unaryCall(client, method, req, { deadline: Date.now() + 5000 });
-  const listOf = async (name: string) => (await call(AllocatorAdminDefinition.GetService, { name })).backends.map((b) => b.backendId);
+  const listOf = async (name: string) =>
+    ((await call(AllocatorAdminDefinition.GetService, { name })).backends ?? []).map((b) => b.backendId);
   const kvList = async (name: string) => (await registry.getService(name))?.entry.backends.map((b) => b.backendId) ?? [];
   const codeOf = (p: Promise<unknown>) =>
     p.then(
@@ -168,7 +169,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect(again.created).toBe(false);
     expect(Number(again.entry?.version)).toBe(Number(first.entry?.version));
     const listed = await call(AllocatorAdminDefinition.ListServices, {});
-    expect(listed.services.map((s) => s.spec?.name)).toEqual(["resnet"]);
+    expect((listed.services ?? []).map((s) => s.spec?.name)).toEqual(["resnet"]);
   });
 
   it("refuses each kind of invalid spec with INVALID_ARGUMENT naming the field, and unknown names with NOT_FOUND", async () => {
@@ -211,8 +212,9 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     // Watch the registry as a backend would: by the time an id is in a list, its assignment must be there.
     const stop = registry.watchServices((_name, entry) => {
       for (const ref of entry?.backends ?? []) {
-        if (seenBeforeList.has(ref.backendId)) continue;
-        void registry.getAssignment(ref.backendId).then((a) => seenBeforeList.set(ref.backendId, a?.service === entry?.spec?.name));
+        const id = ref.backendId ?? "";
+        if (seenBeforeList.has(id)) continue;
+        void registry.getAssignment(id).then((a) => seenBeforeList.set(id, a?.service === entry?.spec?.name));
       }
     });
     for (const i of [1, 2, 3, 4, 5]) fakes.start(`be-0${i}`);
@@ -235,13 +237,13 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     const entry = await call(AllocatorAdminDefinition.GetService, { name: "resnet" });
     expect(entry.minWarm).toBe(3);
     const plan = await eventually("a plan with both services", () =>
-      plans.findLast((p) => p.services.length === 2 && p.services.every((s) => s.maxBackends > 0)),
+      plans.findLast((p) => p.services.length === 2 && p.services.every((s) => (s.maxBackends ?? 0) > 0)),
     );
     expect(plan.poolSize).toBe(5);
     expect(plan.freeBackends).toBe(0);
     expect(plan.objective).toBe("static");
     const state = await call(AllocatorAdminDefinition.GetClusterState, {});
-    expect(state.backends.map((b) => `${b.backendId}:${b.service}`)).toEqual([
+    expect((state.backends ?? []).map((b) => `${b.backendId}:${b.service}`)).toEqual([
       "be-01:ocr",
       "be-02:resnet",
       "be-03:ocr",
@@ -249,7 +251,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
       "be-05:resnet",
     ]);
     expect(state.freeBackends).toBe(0);
-    expect(state.members.some((m) => m.role === control.Role.ROLE_ALLOCATOR)).toBe(true);
+    expect((state.members ?? []).some((m) => m.role === control.Role.ROLE_ALLOCATOR)).toBe(true);
   });
 
   it("removes a silent backend and appends a replacement; the other entries keep their places", async () => {
@@ -340,7 +342,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     const reply = await call(AllocatorAdminDefinition.DeregisterService, { name: "ocr" });
     expect(reply.removed).toBe(true);
     expect(await codeOf(call(AllocatorAdminDefinition.GetService, { name: "ocr" }))).toMatchObject({ code: grpc.status.NOT_FOUND });
-    for (const id of ocr) expect((await registry.getAssignment(id))?.service ?? "").not.toBe("ocr");
+    for (const id of ocr) expect((await registry.getAssignment(id ?? ""))?.service ?? "").not.toBe("ocr");
     expect((await call(AllocatorAdminDefinition.DeregisterService, { name: "ocr" })).removed).toBe(false);
   });
 });

@@ -79,9 +79,9 @@ describe("predictor (real nats-server, real process)", () => {
     expect(f.quantiles.map((q) => q.quantile)).toEqual([0.5, 0.9, 0.99]);
     for (const q of f.quantiles) {
       expect(q.ratePerS).toHaveLength(5);
-      for (const r of q.ratePerS) expect(r).toBeGreaterThanOrEqual(0);
+      for (const r of q.ratePerS ?? []) expect(r).toBeGreaterThanOrEqual(0);
     }
-    const [p50, p90, p99] = f.quantiles.map((q) => q.ratePerS[0] ?? 0);
+    const [p50, p90, p99] = f.quantiles.map((q) => q.ratePerS?.[0] ?? 0);
     expect(p50).toBeGreaterThan(70);
     expect(p50).toBeLessThan(130);
     expect(p90).toBeGreaterThan(p50 ?? 0);
