@@ -192,6 +192,42 @@ describe("Swayam's fast loop on real processes", () => {
     await longDriver.stop();
   }, 30_000);
 
+  it("pruning (a per-service option): a request that can no longer finish within RT_max is dropped, not retried", async () => {
+    const survivor = longBackends.filter((b) => b.isRunning());
+    expect(survivor).toHaveLength(1);
+    const spec = { ...emulatedSpec("long", { locMs: 1500, scaleMs: 1, shape: 0.01, coldStartMs: 100, rtMaxMs: 1000 }), pruneLate: true };
+    await writer.assign(spec, survivor, 1);
+    const { InferenceServiceDefinition } = await import("@infergrid/proto");
+    const { unaryCall, isServiceError } = await import("@infergrid/runtime");
+    const send = () => unaryCall(client, InferenceServiceDefinition.Infer, { service: "long" }, { deadline: Date.now() + 15_000 });
+    const occupying = send();
+    await eventually(
+      "the long backend to be busy",
+      () => (watch.backends.get(survivor[0]?.ready.id ?? "")?.state === 4 ? true : undefined),
+      5000,
+      20,
+    );
+    const started = Date.now();
+    let code: number | undefined;
+    let details = "";
+    try {
+      await send();
+    } catch (err) {
+      if (isServiceError(err)) {
+        code = err.code;
+        details = err.details;
+      }
+    }
+    const tookMs = Date.now() - started;
+    console.log(`pruned after ${tookMs} ms: ${details}`);
+    await occupying;
+    expect(code).toBe(4); // DEADLINE_EXCEEDED
+    expect(details).toContain("pruned");
+    // Pruned at the first retry when the frontend has seen a compute time (about 1.5 s > RT_max),
+    // else once RT_max has passed; without pruning it would wait for the busy backend, about 3 s.
+    expect(tookMs).toBeLessThan(1400);
+  }, 40_000);
+
   it("3. a frontend is killed: the others' n_F falls to the new count within about t_setup, and no request is lost", async () => {
     driver.setRate(15);
     await eventually(

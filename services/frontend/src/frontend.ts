@@ -19,6 +19,8 @@ interface ServiceState {
   window: LoadWindow;
   frontendsEstimate: number;
   globalRate: number;
+  /** Smoothed compute time the backends report, for pruning. */
+  computeEwmaMs: number;
 }
 
 export interface FrontendDeps {
@@ -46,6 +48,7 @@ export class Frontend {
   private readonly frontendsGauge: Gauge<"service">;
   private readonly rateGauge: Gauge<"service">;
   private readonly slaGauge: Gauge<"service">;
+  private readonly shortfallGauge: Gauge<"service">;
 
   constructor(private readonly deps: FrontendDeps) {
     const registers = [deps.metrics];
@@ -80,6 +83,12 @@ export class Frontend {
       labelNames: ["service"],
       registers,
     });
+    this.shortfallGauge = new Gauge({
+      name: "infergrid_frontend_backend_shortfall",
+      help: "Backends the sizing model wants beyond the service's ordered list (what the allocator could add)",
+      labelNames: ["service"],
+      registers,
+    });
     this.rateGauge = new Gauge({
       name: "infergrid_frontend_global_rate_estimate",
       help: "Predicted global request rate (req/s) used for sizing",
@@ -98,6 +107,7 @@ export class Frontend {
         window: new LoadWindow(Date.now()),
         frontendsEstimate: 1,
         globalRate: 0,
+        computeEwmaMs: 0,
       };
       this.services.set(name, s);
     }
@@ -122,6 +132,7 @@ export class Frontend {
     this.inUse.set({ service: name }, outcome.n);
     this.frontendsGauge.set({ service: name }, outcome.frontendsEstimate);
     this.rateGauge.set({ service: name }, outcome.globalRatePerSec);
+    this.shortfallGauge.set({ service: name }, outcome.shortfall);
     this.deps.warmer.warm(name, this.prefix(entry, outcome.n, now), now);
   }
 
@@ -213,7 +224,9 @@ export class Frontend {
           onReply: (backendId, reply, now) => {
             this.deps.tracker.report(backendId, reply.report, now);
             const computeMs = reply.computeMs ? reply.computeMs : undefined;
-            this.state(service).scaler.observeReply(backendId, reply.report?.frontendsSeen ?? 0, computeMs, now);
+            const st = this.state(service);
+            st.scaler.observeReply(backendId, reply.report?.frontendsSeen ?? 0, computeMs, now);
+            if (computeMs !== undefined) st.computeEwmaMs = st.computeEwmaMs === 0 ? computeMs : 0.9 * st.computeEwmaMs + 0.1 * computeMs;
           },
           onRefusedCold: (index) => {
             const e = this.deps.table.get(service);

@@ -46,7 +46,13 @@ export class SwayamScaler implements ServiceScaler {
       ...(inputs.usable ? { usable: inputs.usable } : {}),
       ...(profile ? { serviceTimePrior: { shape: profile.shape ?? 0, loc: profile.locMs ?? 0, scale: profile.scaleMs ?? 0 } } : {}),
     });
-    return { n: out.n, reason: out.reason, frontendsEstimate: out.frontendsEstimate, globalRatePerSec: out.globalRatePerSec };
+    return {
+      n: out.n,
+      reason: out.reason,
+      frontendsEstimate: out.frontendsEstimate,
+      globalRatePerSec: out.globalRatePerSec,
+      shortfall: Number.isFinite(out.sizing.shortfall) ? out.sizing.shortfall : inputs.listLength,
+    };
   }
 }
 

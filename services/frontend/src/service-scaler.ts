@@ -14,6 +14,8 @@ export interface ScaleOutcome {
   reason: string;
   frontendsEstimate: number;
   globalRatePerSec: number;
+  /** Backends the model wants beyond the list's length (0 when the list suffices). */
+  shortfall: number;
 }
 
 /** Per-service autoscaling state inside a frontend; the policy behind it is pure library code. */
@@ -38,6 +40,6 @@ export class StaticScaler implements ServiceScaler {
   decide(_now: number, inputs: ScaleInputs): ScaleOutcome {
     const want = Math.max(inputs.minWarm, inputs.spec.initialBackends || 1, 1);
     this.n = Math.max(1, Math.min(want, inputs.listLength));
-    return { n: this.n, reason: "static", frontendsEstimate: this.frontends, globalRatePerSec: 0 };
+    return { n: this.n, reason: "static", frontendsEstimate: this.frontends, globalRatePerSec: 0, shortfall: 0 };
   }
 }
