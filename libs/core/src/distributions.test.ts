@@ -57,3 +57,14 @@ describe("standard normal", () => {
     expect(normalQuantile(0.001)).toBeCloseTo(-3.090232, 5);
   });
 });
+
+describe("seeded randomness from small seeds", () => {
+  it("has no bias in the first draws", async () => {
+    const { seededRandom: seeded } = await import("./random.js");
+    const firsts = Array.from({ length: 200 }, (_, seed) => seeded(seed).uniform());
+    const mean = firsts.reduce((a, b) => a + b, 0) / firsts.length;
+    // 200 uniform draws: the mean is within 0.5 +- 0.1 with overwhelming probability.
+    expect(Math.abs(mean - 0.5)).toBeLessThan(0.1);
+    expect(firsts.filter((x) => x > 0.99).length).toBeLessThan(10);
+  });
+});

@@ -7,9 +7,22 @@ export interface Random {
 
 export const systemRandom: Random = { uniform: () => Math.random() };
 
-/** Deterministic for a given seed (xoroshiro128+ from pure-rand). */
+/** splitmix32's finaliser: spreads nearby seeds (0, 1, 2...) over the whole 32-bit space. */
+function mixSeed(seed: number): number {
+  let z = (seed + 0x9e3779b9) | 0;
+  z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
+  z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
+  return (z ^ (z >>> 16)) | 0;
+}
+
+/**
+ * Deterministic for a given seed (xoroshiro128+ from pure-rand). xoroshiro's first outputs from a
+ * low-entropy state are nearly constant (seeds 0..42 all gave 0.99999 first), so the seed is
+ * mixed and the first outputs are discarded.
+ */
 export function seededRandom(seed: number): Random {
-  const rng = xoroshiro128plus(seed | 0);
+  const rng = xoroshiro128plus(mixSeed(seed | 0));
+  for (let i = 0; i < 16; i++) rng.next();
   return {
     uniform: () => {
       // Two 32-bit draws give 53 bits, as Math.random does.

@@ -11,7 +11,12 @@ const quantileList = z
     }
     return [...new Set(qs)].sort((a, b) => a - b);
   })
-  .default([0.5, 0.9, 0.99]);
+  // 0.6: the quantile Faro's allocator plans for (artifact), so it is always published.
+  .default([0.5, 0.6, 0.9, 0.99]);
+
+/** Forecasters the predictor can run per service (libs/forecast). */
+export const MODELS = ["nhits", "holt", "last-value", "linear-regression", "seasonal"] as const;
+export type ModelName = (typeof MODELS)[number];
 
 export const predictorConfig = z.object({
   windowMs: field.int(10_000, 100).describe("arrivals are summed over fixed windows of this length (bucketed by a report's window end)"),
@@ -23,7 +28,18 @@ export const predictorConfig = z.object({
   historyWindows: field.int(360, 2).describe("windows of history kept per service"),
   alpha: field.number(0.5, 0.01, 1).describe("level smoothing of the forecaster"),
   beta: field.number(0.3, 0, 1).describe("trend smoothing of the forecaster (0 = no trend)"),
-  minHistory: field.int(3, 2).describe("with fewer closed windows the forecast is the latest rate with a wide spread"),
+  minHistory: field.int(3, 2).describe("holt: with fewer closed windows the forecast is the latest rate with a wide spread"),
+  // nhits is the default: lowest pinball loss on the training data of `npm run bench:predictor`
+  // (Faro trace minutes 0..239 and Azure minutes 0..2879; see libs/forecast/README.md).
+  model: z
+    .enum(MODELS)
+    .default("nhits")
+    .describe(`forecaster: ${MODELS.join(", ")} (nhits: online N-HiTS with a Gaussian head, with fallbacks)`),
+  warmupWindows: field
+    .int(15, 1)
+    .describe("nhits: the latest rate until this many closed windows (Faro: 15), then Holt until the network has trained"),
+  seasonWindows: field.int(1440, 1).describe("seasonal: windows in one season (1440 = one day of one-minute windows)"),
+  seed: field.int(1).describe("nhits: seed of the initial weights and training batches (a service's seed also mixes in its name)"),
   forgetAfterMs: field.ms(300_000).describe("a service with no report for this long is no longer forecast"),
 });
 

@@ -1,13 +1,41 @@
 import { subjects } from "@infergrid/control-plane";
-import { forecastRates } from "@infergrid/forecast";
+import {
+  forecastQuantile,
+  forecastRates,
+  HoltForecaster,
+  LastValueForecaster,
+  LinearRegressionForecaster,
+  NHitsForecaster,
+  type ProbabilisticForecaster,
+  SeasonalForecaster,
+} from "@infergrid/forecast";
 import { control } from "@infergrid/proto";
 import { type Logger, type NatsConnection, publishMessage } from "@infergrid/runtime";
 import type { PredictorConfig } from "./config.js";
 import type { LoadWindows } from "./windows.js";
 
-/** Forecasts every known service from its closed windows and publishes the result. */
+interface ServiceState {
+  forecaster: ProbabilisticForecaster;
+  /** The newest window index fed to the forecaster. */
+  fedThrough: number;
+}
+
+/** A small stable hash, so each service's network starts from its own seed, the same on every run. */
+function nameHash(name: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+/**
+ * Forecasts every known service from its closed windows and publishes the result. With
+ * `--model holt` each forecast is recomputed from the kept windows (the original behaviour); every
+ * other model is a per-service state machine fed each closed window once, in counts per window
+ * (so the Poisson floor of a count applies), and read back as rates.
+ */
 export class ForecastPublisher {
   private readonly stepMs: number;
+  private readonly states = new Map<string, ServiceState>();
   readonly lastObserved = new Map<string, number>();
 
   constructor(
@@ -18,34 +46,80 @@ export class ForecastPublisher {
     private readonly onPublished: () => void,
   ) {
     this.stepMs = config.stepMs > 0 ? config.stepMs : config.windowMs;
+    if (config.model !== "holt" && this.stepMs !== config.windowMs) {
+      throw new Error(
+        `--model ${config.model} forecasts one window per step: --step-ms must be 0 or equal --window-ms (${config.windowMs})`,
+      );
+    }
+  }
+
+  private createForecaster(service: string): ProbabilisticForecaster {
+    const steps = this.config.steps;
+    switch (this.config.model) {
+      case "nhits":
+        return new NHitsForecaster({
+          steps,
+          seed: (this.config.seed + nameHash(service)) | 0,
+          lastValueUntil: this.config.warmupWindows,
+          holt: { alpha: this.config.alpha, beta: this.config.beta, minHistory: this.config.minHistory },
+        });
+      case "last-value":
+        return new LastValueForecaster({ steps });
+      case "linear-regression":
+        return new LinearRegressionForecaster({ steps });
+      case "seasonal":
+        return new SeasonalForecaster({ steps, period: this.config.seasonWindows });
+      case "holt":
+        return new HoltForecaster({ steps, alpha: this.config.alpha, beta: this.config.beta, minHistory: this.config.minHistory });
+    }
   }
 
   forecast(service: string, now: number): control.Forecast.$Properties | undefined {
     const rates = this.windows.rates(service, now);
     if (rates.length === 0) return undefined;
-    const f = forecastRates(rates, {
-      steps: this.config.steps,
-      stepWindows: this.stepMs / this.config.windowMs,
-      quantiles: this.config.quantiles,
-      alpha: this.config.alpha,
-      beta: this.config.beta,
-      minHistory: this.config.minHistory,
-      windowSeconds: this.config.windowMs / 1000,
-    });
-    return {
-      service,
-      issuedAtUnixMs: now,
-      stepMs: this.stepMs,
-      steps: this.config.steps,
-      quantiles: f.quantiles.map((q) => ({ quantile: q.quantile, ratePerS: q.rates })),
-      model: f.model,
-      observedRatePerS: f.observed,
-    };
+    const observed = rates.at(-1) ?? 0;
+    let model: string;
+    let quantiles: { quantile: number; ratePerS: number[] }[];
+    if (this.config.model === "holt") {
+      const f = forecastRates(rates, {
+        steps: this.config.steps,
+        stepWindows: this.stepMs / this.config.windowMs,
+        quantiles: this.config.quantiles,
+        alpha: this.config.alpha,
+        beta: this.config.beta,
+        minHistory: this.config.minHistory,
+        windowSeconds: this.config.windowMs / 1000,
+      });
+      model = f.model;
+      quantiles = f.quantiles.map((q) => ({ quantile: q.quantile, ratePerS: q.rates }));
+    } else {
+      const seconds = this.config.windowMs / 1000;
+      const state = this.feed(service, rates, now, seconds);
+      const f = state.forecaster.forecast();
+      model = f.model;
+      quantiles = this.config.quantiles.map((q) => ({ quantile: q, ratePerS: forecastQuantile(f, q).map((c) => c / seconds) }));
+    }
+    return { service, issuedAtUnixMs: now, stepMs: this.stepMs, steps: this.config.steps, quantiles, model, observedRatePerS: observed };
+  }
+
+  /** Feeds the windows closed since the last call (rates[i] is window last - n + 1 + i). */
+  private feed(service: string, rates: readonly number[], now: number, seconds: number): ServiceState {
+    const last = this.windows.lastClosed(now);
+    const first = last - rates.length + 1;
+    let state = this.states.get(service);
+    if (!state) {
+      state = { forecaster: this.createForecaster(service), fedThrough: first - 1 };
+      this.states.set(service, state);
+    }
+    for (let k = Math.max(first, state.fedThrough + 1); k <= last; k++) state.forecaster.observe((rates[k - first] ?? 0) * seconds);
+    state.fedThrough = Math.max(state.fedThrough, last);
+    return state;
   }
 
   publishAll(now: number): void {
     for (const gone of this.windows.forget(now, this.config.forgetAfterMs)) {
       this.lastObserved.delete(gone);
+      this.states.delete(gone);
       this.logger.info({ service: gone }, "no reports for a while: no longer forecast");
     }
     if (this.nc.isClosed()) return;
