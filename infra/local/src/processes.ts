@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
-import { connect } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { waitForPort } from "@infergrid/testkit";
 
 /**
  * Child processes of the local cluster. Unlike the test launchers, each child writes its log
@@ -169,23 +169,6 @@ export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: num
   } finally {
     closeSync(fd);
   }
-}
-
-async function waitForPort(port: number, timeoutMs: number): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = connect(port, "127.0.0.1");
-      s.once("connect", () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once("error", () => resolve(false));
-    });
-    if (ok) return true;
-    await sleep(50);
-  }
-  return false;
 }
 
 /**

@@ -22,7 +22,8 @@ export interface NatsServerHandle {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+/** Polls until something accepts TCP connections on 127.0.0.1:port; false after `timeoutMs`. */
+export async function waitForPort(port: number, timeoutMs: number): Promise<boolean> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     const ok = await new Promise<boolean>((resolve) => {
@@ -33,10 +34,10 @@ async function waitForPort(port: number, timeoutMs: number): Promise<void> {
       });
       s.once("error", () => resolve(false));
     });
-    if (ok) return;
+    if (ok) return true;
     await sleep(50);
   }
-  throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
+  return false;
 }
 
 /**
@@ -67,7 +68,7 @@ export async function startNatsServer(options: { jetstream?: boolean } = {}): Pr
         const info = JSON.parse(readFileSync(join(portsDir, file), "utf8")) as { nats: string[] };
         const url = info.nats[0] ?? "";
         port = Number(url.slice(url.lastIndexOf(":") + 1));
-        await waitForPort(port, 5_000);
+        if (!(await waitForPort(port, 5_000))) throw new Error(`nats-server did not listen on ${port} within 5 s:\n${stderr}`);
         return;
       }
       await sleep(25);
