@@ -1,4 +1,15 @@
-import { InferenceSession, Tensor } from "onnxruntime-node";
+import type { InferenceSession, Tensor } from "onnxruntime-node";
+
+type Ort = typeof import("onnxruntime-node");
+let ortModule: Promise<Ort> | undefined;
+/**
+ * onnxruntime-node is a large native module: it is loaded the first time a process loads an ONNX
+ * model, so that the many workers that run emulated models (or none yet) start fast.
+ */
+function ort(): Promise<Ort> {
+  ortModule ??= import("onnxruntime-node");
+  return ortModule;
+}
 import { findOnnxModel, type OnnxCatalogueEntry } from "./onnx-catalogue.js";
 import { checkFinite, checkTensorShape, toFloat32 } from "./tensor.js";
 import {
@@ -35,6 +46,7 @@ export class OnnxModel implements ModelRuntime {
   private readonly now: () => number;
   private loading: Promise<Loaded> | undefined;
   private session: InferenceSession | undefined;
+  private TensorCtor: Ort["Tensor"] | undefined;
 
   constructor(options: OnnxModelOptions) {
     const entry = findOnnxModel(options.model);
@@ -94,7 +106,9 @@ export class OnnxModel implements ModelRuntime {
 
   private async createSession(): Promise<Loaded> {
     const started = this.now();
-    const session = await InferenceSession.create(this.entry.modelPath(), {
+    const runtime = await ort();
+    this.TensorCtor = runtime.Tensor;
+    const session = await runtime.InferenceSession.create(this.entry.modelPath(), {
       executionProviders: ["cpu"],
       intraOpNumThreads: this.intraOpThreads,
       interOpNumThreads: 1,
@@ -137,7 +151,9 @@ export class OnnxModel implements ModelRuntime {
       if (batch !== undefined && n !== batch) throw new InvalidModelInputError(`input "${spec.name}": batch ${n} differs from ${batch}`);
       batch = n;
       checkFinite(spec.name, tensor.data);
-      feeds[spec.name] = new Tensor("float32", toFloat32(tensor.data), tensor.dims);
+      const TensorCtor = this.TensorCtor;
+      if (!TensorCtor) throw new ModelNotLoadedError(`model "${this.name}" is not loaded`);
+      feeds[spec.name] = new TensorCtor("float32", toFloat32(tensor.data), tensor.dims);
     }
     return feeds;
   }

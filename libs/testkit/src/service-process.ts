@@ -122,7 +122,7 @@ export async function startService(service: ServiceName | { entry: string }, opt
   };
 
   const readyLine = await Promise.race([
-    waitForLog((l) => l.event === "ready", options.readyTimeoutMs ?? 20_000),
+    waitForLog((l) => l.event === "ready", options.readyTimeoutMs ?? 60_000),
     exited.then((code) => {
       throw new Error(`${name} exited with ${code} before it was ready:\n${raw.slice(-30).join("\n")}`);
     }),
