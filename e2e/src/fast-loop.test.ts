@@ -197,6 +197,13 @@ describe("Swayam's fast loop on real processes", () => {
     expect(survivor).toHaveLength(1);
     const spec = { ...emulatedSpec("long", { locMs: 1500, scaleMs: 1, shape: 0.01, coldStartMs: 100, rtMaxMs: 1000 }), pruneLate: true };
     await writer.assign(spec, survivor, 1);
+    const survivorId = survivor[0]?.ready.id ?? "";
+    const fresh = (state: number, after: number) => {
+      const r = watch.backends.get(survivorId);
+      return r?.state === state && Number(r.reportedAtUnixMs) > after ? true : undefined;
+    };
+    const assignedAt = Date.now();
+    await eventually("the long backend to report idle", () => fresh(3, assignedAt), 5000, 20);
     const { InferenceServiceDefinition } = await import("@infergrid/proto");
     const { unaryCall, isServiceError } = await import("@infergrid/runtime");
     const send = () => unaryCall(client, InferenceServiceDefinition.Infer, { service: "long" }, { deadline: Date.now() + 15_000 });

@@ -62,10 +62,10 @@ export class Forwarder {
       const member = id === undefined ? undefined : this.members.get(id);
       if (id === undefined || !member) break;
       tried.add(id);
+      // The frontend gets a little less time than the client, so that its own answer (say, UNAVAILABLE
+      // with a retry hint) comes back before the client's deadline rather than racing it.
+      const frontendDeadline = Math.max(now + 1, deadline - this.options.answerReserveMs);
       try {
-        // The frontend gets a little less time than the client, so that its own answer (say, UNAVAILABLE
-        // with a retry hint) comes back before the client's deadline rather than racing it.
-        const frontendDeadline = Math.max(now + 1, deadline - this.options.answerReserveMs);
         return await unaryCall(
           this.clients.get(member.address),
           InferenceServiceDefinition.Infer,
@@ -74,8 +74,8 @@ export class Forwarder {
         );
       } catch (err) {
         if (!isTransportFailure(err)) {
-          // Our reserve ran out, not the client's deadline: say so as the client would see it.
-          if (statusOf(err).code === grpc.status.DEADLINE_EXCEEDED && !isDeliberate(statusOf(err).metadata)) {
+          // Our reserve ran out (not an answer of the frontend's): say so as the client would see it.
+          if (statusOf(err).code === grpc.status.DEADLINE_EXCEEDED && Date.now() >= frontendDeadline) {
             throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
           }
           throw err;

@@ -1,0 +1,102 @@
+import { getContainerRuntimeClient } from "testcontainers";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { emulatedSpec } from "../cluster.js";
+import { LoadDriver } from "../load-driver.js";
+import { ContainerCluster, image } from "./cluster.js";
+import { replay, traceSlice } from "./trace.js";
+
+/**
+ * The whole system as containers (images from `npm run images`) on a private network with a real
+ * NATS container (JetStream, password auth): allocator, predictor, 2 frontends, 6 backends and the
+ * broker. A trace slice is replayed through the broker; every request sent ends answered or
+ * explicitly failed.
+ */
+let cluster: ContainerCluster;
+
+beforeAll(async () => {
+  const t0 = Date.now();
+  cluster = await ContainerCluster.start({
+    frontends: 2,
+    backends: 6,
+    predictor: true,
+    backendEnv: { INFERGRID_IDLE_TIMEOUT_MS: "600000" },
+  });
+  await cluster.registerService(emulatedSpec("echo", { locMs: 5, scaleMs: 5, maxBackends: 4, initialBackends: 2, rtMaxMs: 300 }));
+  await waitUntil(async () => (await cluster.infer({ service: "echo", inputs: { x: { dims: [1], data: [1] } } }, 2000)).backendId, 60_000);
+  console.log(`container cluster (11 containers) up and serving in ${Date.now() - t0} ms`);
+}, 240_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+async function waitUntil<T>(probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== "") return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out: ${last instanceof Error ? last.message : String(last)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+describe("the system in containers", () => {
+  it("every container serves and joined the cluster (allocator's view)", async () => {
+    const state = await cluster.clusterState();
+    const ids = new Set((state.members ?? []).map((m) => m.id));
+    for (const n of ["frontend-0", "frontend-1", "broker", "predictor"]) expect(ids, n).toContain(n);
+    expect((state.backends ?? []).map((b) => b.backendId).sort()).toEqual(cluster.backendNames().sort());
+    const echo = (state.services ?? []).find((s) => s.spec?.name === "echo");
+    expect(echo?.backends?.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("replays a trace slice through the broker: every request answered or explicitly failed, none lost", async () => {
+    const slice = traceSlice({ minutes: 12, peakRate: 25, stepMs: 1500 });
+    const driver = new LoadDriver(
+      cluster.brokerClient,
+      () => ({ service: "echo", inputs: { x: { dims: [1], data: [1] } } }),
+      1,
+      5000,
+    ).start();
+    await replay(slice, (r) => driver.setRate(r));
+    await driver.stop();
+    const c = driver.counts();
+    const ok = driver.outcomes.filter((o) => o.ok);
+    const p99 = ok.map((o) => o.doneAt - o.sentAt).sort((a, b) => a - b)[Math.floor(ok.length * 0.99)] ?? 0;
+    console.log(
+      `trace replay (${slice.source}): ${JSON.stringify(c)}, p99 ${p99} ms, backends used ${new Set(ok.map((o) => o.backendId)).size}`,
+    );
+    expect(c.sent).toBeGreaterThan(100);
+    expect(c.lost).toBe(0);
+    expect(c.answered + c.failed).toBe(c.sent);
+    expect(c.failed / c.sent).toBeLessThan(0.01);
+  });
+
+  it("no container printed the NATS password", () => {
+    for (const node of cluster.nodes.values()) {
+      expect(node.logs.length, node.name).toBeGreaterThan(0);
+      expect(
+        node.logs.filter((l) => l.includes(cluster.natsPass)),
+        node.name,
+      ).toEqual([]);
+    }
+  });
+
+  it("a service whose NATS user comes without the password refuses to start (exit 2), naming the option, not a value", async () => {
+    const docker = (await getContainerRuntimeClient()).container.dockerode;
+    for (const env of [["INFERGRID_NATS_USER=svc"], ["INFERGRID_NATS_USER=svc", "INFERGRID_NATS_PASS_FILE=/run/secrets/absent"]]) {
+      const c = await docker.createContainer({ Image: image("infergrid-frontend"), Env: env });
+      await c.start();
+      const { StatusCode } = (await c.wait()) as { StatusCode: number };
+      const logs = (await c.logs({ stdout: true, stderr: true })).toString();
+      await c.remove({ force: true });
+      expect(StatusCode).toBe(2);
+      expect(logs).toMatch(/INFERGRID_NATS_(USER is set but its password is missing|PASS_FILE: cannot read \/run\/secrets\/absent)/);
+    }
+  });
+});

@@ -1,0 +1,34 @@
+import { subjects } from "@infergrid/control-plane";
+import { control } from "@infergrid/proto";
+import { connectNats, createLogger, type NatsConnection, subscribeMessages } from "@infergrid/runtime";
+
+/** The frontends' load reports, seen from outside through NATS' published port (with the account). */
+export class LoadWatch {
+  readonly reports = new Map<string, control.LoadReport>();
+
+  private constructor(private readonly nc: NatsConnection) {}
+
+  static async open(url: string, user: string, pass: string): Promise<LoadWatch> {
+    const logger = createLogger("drill", "load-watch", "error");
+    const nc = await connectNats({ servers: url, name: "drill-load-watch", user, pass }, logger);
+    const w = new LoadWatch(nc);
+    subscribeMessages(nc, subjects.allLoad, control.LoadReport, logger, (r) => {
+      w.reports.set(`${r.service}/${r.frontendId}`, r);
+    });
+    return w;
+  }
+
+  /** n_F as each named frontend last reported it for `service`, with reports newer than `since`. */
+  estimates(service: string, frontendIds: readonly string[], since: number): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const id of frontendIds) {
+      const r = this.reports.get(`${service}/${id}`);
+      if (r && Number(r.windowEndUnixMs) > since) out.set(id, r.frontendsEstimate);
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    await this.nc.close();
+  }
+}
