@@ -8,7 +8,7 @@ export default defineConfig({
   },
   test: {
     include: ["{proto,libs,services,infra,e2e}/**/src/**/*.test.ts", "e2e/**/*.test.ts"],
-    exclude: ["**/node_modules/**", "**/dist/**"],
+    exclude: ["**/node_modules/**", "**/dist/**", "e2e/src/containers/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",

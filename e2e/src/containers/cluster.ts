@@ -77,7 +77,9 @@ export class ContainerCluster {
         INFERGRID_CONTROL_PERIOD_MS: "250",
         ...shape.allocatorEnv,
       });
-      await Promise.all([
+      // allSettled: when one start fails the others still finish (and are tracked) before the
+      // cleanup below stops them, so a failed start leaves no container behind.
+      const started = await Promise.allSettled([
         shape.predictor ? cluster.startService("predictor", "predictor", { INFERGRID_WINDOW_MS: "1000" }) : undefined,
         ...Array.from({ length: shape.backends }, (_, i) => cluster.startBackend(i)),
         ...Array.from({ length: shape.frontends }, (_, i) => cluster.startFrontend(i)),
@@ -88,6 +90,8 @@ export class ContainerCluster {
           [8080],
         ),
       ]);
+      const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
+      if (failed) throw failed.reason;
       cluster.brokerClient = createClient(`127.0.0.1:${cluster.node("broker").hostPort(50051)}`);
       cluster.adminClient = createClient(`127.0.0.1:${cluster.node("allocator").hostPort(50051)}`);
       return cluster;

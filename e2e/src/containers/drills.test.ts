@@ -240,7 +240,7 @@ describe.sequential("failure drills (containers)", () => {
         await waitUntil("the pool to be whole again", async () => (await poolIds()).length === BACKENDS, 30_000);
         return `pool ${BACKENDS} -> ${BACKENDS - victims.length}, list only live, in ${gone} ms; pool ${BACKENDS} again after restarts`;
       },
-      20_000,
+      30_000,
     );
   });
 

@@ -10,6 +10,7 @@ function ort(): Promise<Ort> {
   ortModule ??= import("onnxruntime-node");
   return ortModule;
 }
+
 import { findOnnxModel, type OnnxCatalogueEntry } from "./onnx-catalogue.js";
 import { checkFinite, checkTensorShape, toFloat32 } from "./tensor.js";
 import {

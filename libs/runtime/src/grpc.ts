@@ -85,6 +85,24 @@ export interface GrpcServerHandle {
   shutdown(graceMs: number): Promise<void>;
 }
 
+/**
+ * What servers and clients use when their call site passes no credentials: plaintext unless the
+ * process was configured for TLS (security.ts applyGrpcTls, called by runService).
+ */
+let defaults: { server: () => grpc.ServerCredentials; client: () => grpc.ChannelCredentials; channelOptions: grpc.ChannelOptions } = {
+  server: () => grpc.ServerCredentials.createInsecure(),
+  client: () => grpc.credentials.createInsecure(),
+  channelOptions: {},
+};
+
+export function setDefaultGrpcCredentials(creds: {
+  server: grpc.ServerCredentials;
+  client: grpc.ChannelCredentials;
+  channelOptions?: grpc.ChannelOptions;
+}): void {
+  defaults = { server: () => creds.server, client: () => creds.client, channelOptions: creds.channelOptions ?? {} };
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
@@ -94,7 +112,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   health.addToServer(server);
   options.register(server);
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${options.host}:${options.port}`, options.credentials ?? grpc.ServerCredentials.createInsecure(), (err, bound) =>
+    server.bindAsync(`${options.host}:${options.port}`, options.credentials ?? defaults.server(), (err, bound) =>
       err ? reject(err) : resolve(bound),
     );
   });
@@ -148,7 +166,8 @@ export function unaryCall<Req, Res>(
 }
 
 export function createClient(address: string, credentials?: grpc.ChannelCredentials): grpc.Client {
-  return new grpc.Client(address, credentials ?? grpc.credentials.createInsecure(), {
+  return new grpc.Client(address, credentials ?? defaults.client(), {
+    ...defaults.channelOptions,
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 5_000,
     "grpc.max_receive_message_length": 16 * 1024 * 1024,

@@ -6,5 +6,6 @@ export * from "./ids.js";
 export * from "./logger.js";
 export * from "./metrics.js";
 export * from "./nats.js";
+export * from "./security.js";
 export * from "./service.js";
 export * from "./shutdown.js";

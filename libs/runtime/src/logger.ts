@@ -1,16 +1,37 @@
-import { type Logger, pino } from "pino";
+import { type DestinationStream, type Logger, pino } from "pino";
 
 export type { Logger };
 
 /** One root logger per process; components take `logger.child({ component })`. */
-export function createLogger(service: string, id: string, level: string): Logger {
-  return pino({
+export function createLogger(service: string, id: string, level: string, destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { service, id },
     timestamp: pino.stdTimeFunctions.isoTime,
     // Credentials may sit in config objects that get logged: never print them.
-    redact: { paths: ["*.password", "*.token", "*.pass", "*.user", "*.credentials", "*.natsPass", "*.natsToken"], censor: "[redacted]" },
-  });
+    redact: {
+      paths: [
+        "*.password",
+        "*.token",
+        "*.pass",
+        "*.user",
+        "*.credentials",
+        "*.natsPass",
+        "*.natsToken",
+        // The same fields at the top level of a log call, and in a config object logged whole.
+        "password",
+        "token",
+        "pass",
+        "natsPass",
+        "natsToken",
+        "*.*.natsPass",
+        "*.*.natsToken",
+      ],
+      censor: "[redacted]",
+    },
+  };
+  // Tests pass a destination to read what would have been printed; services print to stdout.
+  return destination === undefined ? pino(options) : pino(options, destination);
 }
 
 /**

@@ -10,6 +10,8 @@ export interface NatsOptions {
   user?: string | undefined;
   pass?: string | undefined;
   token?: string | undefined;
+  /** TLS towards NATS: the CA to verify the server with, and a client certificate if it asks for one. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string } | undefined;
 }
 
 /**
@@ -25,6 +27,7 @@ export async function connectNats(options: NatsOptions, logger: Logger): Promise
     waitOnFirstConnect: true,
     ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? "" }),
     ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.tls === undefined ? {} : { tls: options.tls }),
   });
   const log = logger.child({ component: "nats" });
   void (async () => {

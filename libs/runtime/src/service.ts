@@ -6,6 +6,7 @@ import { makeInstanceId } from "./ids.js";
 import { announceReady, createLogger, type Logger } from "./logger.js";
 import { createMetricsRegistry, startMetricsServer } from "./metrics.js";
 import { connectNats, type NatsConnection } from "./nats.js";
+import { applyGrpcTls, type ResolvedSecurity, resolveSecurity } from "./security.js";
 import { installShutdown, type ShutdownStep } from "./shutdown.js";
 
 /** Settings every service has. */
@@ -21,6 +22,15 @@ export const commonConfigShape = {
   natsUser: field.optionalString().describe("NATS user (with natsPass)"),
   natsPass: field.optionalString().describe("NATS password"),
   natsToken: field.optionalString().describe("NATS token"),
+  natsPassFile: field.optionalString().describe("file holding the NATS password (a mounted Secret), instead of natsPass"),
+  natsTokenFile: field.optionalString().describe("file holding the NATS token, instead of natsToken"),
+  natsTlsCaFile: field.optionalString().describe("CA certificate to verify the NATS server with (TLS)"),
+  natsTlsCertFile: field.optionalString().describe("client certificate for NATS (with natsTlsKeyFile), if the server asks for one"),
+  natsTlsKeyFile: field.optionalString().describe("client certificate key for NATS"),
+  grpcTlsCertFile: field.optionalString().describe("gRPC TLS: this process's certificate (with grpcTlsKeyFile, grpcTlsCaFile)"),
+  grpcTlsKeyFile: field.optionalString().describe("gRPC TLS: the certificate's key"),
+  grpcTlsCaFile: field.optionalString().describe("gRPC TLS: CA that peers' certificates must chain to"),
+  grpcTlsServerName: field.optionalString().describe("gRPC TLS: name checked in peers' certificates (peers are dialled by address)"),
   logLevel: field.logLevel().describe("pino log level"),
   heartbeatMs: field.ms(1000).describe("membership heartbeat period"),
   shutdownGraceMs: field.ms(5000).describe("time in-flight calls get on shutdown"),
@@ -63,8 +73,11 @@ export async function runService<S extends z.ZodObject>(
     process.exit(0);
   }
   let config: z.infer<S> & CommonConfig;
+  let security: ResolvedSecurity;
   try {
     config = loadConfig(full) as z.infer<S> & CommonConfig;
+    // A configured auth mode or TLS whose secret or certificate is missing: refuse to start.
+    security = resolveSecurity(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${role}: ${err.message}\n`);
@@ -78,10 +91,8 @@ export async function runService<S extends z.ZodObject>(
   try {
     const metrics = createMetricsRegistry({ service: role });
     const metricsServer = await startMetricsServer(metrics, config.host, config.metricsPort);
-    const nc = await connectNats(
-      { servers: config.natsUrl, name: id, user: config.natsUser, pass: config.natsPass, token: config.natsToken },
-      logger,
-    );
+    applyGrpcTls(security.grpc);
+    const nc = await connectNats({ servers: config.natsUrl, name: id, ...security.nats }, logger);
     const garbled = new Counter({
       name: "infergrid_garbled_messages_total",
       help: "NATS messages dropped as undecodable",

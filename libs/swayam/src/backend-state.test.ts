@@ -118,3 +118,17 @@ describe("BackendState", () => {
     expect(b.state).toBe("cold");
   });
 });
+
+describe("checkIdle at exactly the deadline", () => {
+  it("fires when called at idleDeadline(), whatever the rounding", async () => {
+    const { BackendState: State } = await import("./backend-state.js");
+    for (const start of [0.1, 0.7, 1234.56789, 1e9 + 0.3]) {
+      const b = new State({ idleTimeoutMs: 300_000.1 });
+      b.warmUp(start, "s");
+      b.loadFinished(start + 0.2);
+      const deadline = b.idleDeadline() ?? Number.NaN;
+      expect(b.checkIdle(deadline)).toBe(true);
+      expect(b.state).toBe("cold");
+    }
+  });
+});

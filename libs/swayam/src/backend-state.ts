@@ -147,7 +147,9 @@ export class BackendState {
    */
   checkIdle(now: number): boolean {
     if (this.phase !== "warm" || this.inFlight > 0) return false;
-    if (now - this.idleSince < this.idleTimeoutMs) return false;
+    // The same sum idleDeadline() returns, so a check scheduled at the deadline always fires
+    // (now - idleSince < T can be true at now = idleSince + T in floating point).
+    if (now < this.idleSince + this.idleTimeoutMs) return false;
     this.goCold();
     return true;
   }

@@ -1,0 +1,192 @@
+import { describe, expect, it } from "vitest";
+import { findKubectl, type K8sObject, overlays, render, validate } from "./render.js";
+
+/**
+ * Renders every overlay with `kubectl kustomize` (offline, as `kubectl apply -k` would) and checks
+ * each object against the Kubernetes schemas (kubernetes-models), then the properties the system
+ * relies on: probes on the gRPC health service, resources, non-root, PDBs, NetworkPolicies that
+ * expose only the broker, RBAC for the allocator's scale calls, NATS with JetStream on a volume.
+ */
+const kubectl = findKubectl();
+if (!kubectl) {
+  // Only when the machine truly has no kubectl: say so loudly rather than pass silently.
+  process.stderr.write("infra/k8s: SKIPPED: kubectl not found (PATH or env KUBECTL); the manifests were not rendered\n");
+}
+
+interface Container {
+  name: string;
+  image: string;
+  imagePullPolicy?: string;
+  env?: { name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  ports?: { name?: string; containerPort: number }[];
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  readinessProbe?: { grpc?: { port: number }; httpGet?: unknown };
+  livenessProbe?: { grpc?: { port: number }; httpGet?: unknown };
+  startupProbe?: { grpc?: { port: number }; httpGet?: unknown };
+  securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
+}
+interface PodSpec {
+  containers: Container[];
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number };
+  serviceAccountName?: string;
+  automountServiceAccountToken?: boolean;
+  volumes?: { name: string; secret?: { secretName: string } }[];
+}
+interface Workload extends K8sObject {
+  spec: {
+    replicas?: number;
+    selector: { matchLabels: Record<string, string> };
+    template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
+    volumeClaimTemplates?: unknown[];
+  };
+}
+interface Rule {
+  from?: { podSelector?: { matchLabels?: Record<string, string> }; namespaceSelector?: unknown }[];
+  ports?: { port: number }[];
+}
+interface Policy extends K8sObject {
+  spec: { podSelector: { matchLabels?: Record<string, string>; matchExpressions?: { values: string[] }[] }; ingress?: Rule[] };
+}
+
+const byKind = <T extends K8sObject>(objects: K8sObject[], kind: string) => objects.filter((o) => o.kind === kind) as T[];
+const named = <T extends K8sObject>(objects: K8sObject[], kind: string, name: string) => {
+  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
+  if (!found) throw new Error(`${kind}/${name} not rendered`);
+  return found as T;
+};
+
+describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
+  const objects = kubectl ? render(`overlays/${overlay}`, kubectl) : [];
+  const workloads = [...byKind<Workload>(objects, "Deployment"), ...byKind<Workload>(objects, "StatefulSet")];
+  const services = ["broker", "frontend", "backend", "predictor", "global-allocator"];
+
+  it("renders every object, each valid against the Kubernetes schemas", () => {
+    expect(objects.length).toBeGreaterThanOrEqual(25);
+    expect(validate(objects)).toEqual([]);
+    const ns = overlay === "local" ? "infergrid-local" : "infergrid";
+    for (const o of objects.filter((x) => x.kind !== "Namespace")) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(ns);
+  });
+
+  it("has a Deployment per service and NATS as a StatefulSet with JetStream on a persistent volume", () => {
+    expect(
+      byKind<Workload>(objects, "Deployment")
+        .map((d) => d.metadata.name)
+        .sort(),
+    ).toEqual([...services].sort());
+    const nats = named<Workload>(objects, "StatefulSet", "nats");
+    expect(nats.spec.volumeClaimTemplates).toHaveLength(1);
+    const conf = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("nats-config")) as K8sObject & {
+      data: Record<string, string>;
+    };
+    expect(conf.data["nats.conf"]).toMatch(/jetstream\s*\{[^}]*store_dir: \/data/);
+    expect(conf.data["nats.conf"]).toMatch(/authorization\s*\{\s*user: \$NATS_USER\s*password: \$NATS_PASSWORD/);
+  });
+
+  it("selects each workload's own pods", () => {
+    for (const w of workloads) {
+      for (const [k, v] of Object.entries(w.spec.selector.matchLabels)) expect(w.spec.template.metadata.labels[k]).toBe(v);
+    }
+  });
+
+  it("probes every service on the gRPC health service, with requests and limits, as a non-root user with nothing to escalate", () => {
+    for (const w of workloads) {
+      const pod = w.spec.template.spec;
+      expect(pod.securityContext?.runAsNonRoot, w.metadata.name).toBe(true);
+      expect(pod.securityContext?.runAsUser).toBeGreaterThan(0);
+      for (const c of pod.containers) {
+        for (const r of ["cpu", "memory"]) {
+          expect(c.resources?.requests?.[r], `${w.metadata.name} requests.${r}`).toBeDefined();
+          expect(c.resources?.limits?.[r], `${w.metadata.name} limits.${r}`).toBeDefined();
+        }
+        expect(c.securityContext).toMatchObject({
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ["ALL"] },
+        });
+        if (w.kind === "Deployment") {
+          for (const probe of [c.startupProbe, c.readinessProbe, c.livenessProbe]) expect(probe?.grpc?.port, w.metadata.name).toBe(50051);
+        } else {
+          expect(c.readinessProbe?.httpGet).toBeDefined();
+        }
+      }
+    }
+  });
+
+  it("gives every service the NATS account from the Secret, never a literal", () => {
+    const secretNames = byKind(objects, "Secret").map((s) => s.metadata.name);
+    for (const w of byKind<Workload>(objects, "Deployment")) {
+      const env = w.spec.template.spec.containers[0]!.env ?? [];
+      const user = env.find((e) => e.name === "INFERGRID_NATS_USER")?.valueFrom?.secretKeyRef;
+      const pass = env.find((e) => e.name === "INFERGRID_NATS_PASS")?.valueFrom?.secretKeyRef;
+      expect(user?.key).toBe("user");
+      expect(pass?.key).toBe("password");
+      expect(user?.name).toBe(pass?.name);
+      // local ships a generated development Secret; production expects one made outside git.
+      if (overlay === "local") expect(secretNames).toContain(pass?.name);
+      else expect(secretNames).toEqual([]);
+    }
+  });
+
+  it("budgets disruptions for broker, frontends, backends and NATS", () => {
+    const pdbs = byKind<K8sObject & { spec: { selector: { matchLabels: Record<string, string> } } }>(objects, "PodDisruptionBudget");
+    expect(pdbs.map((p) => p.spec.selector.matchLabels["app.kubernetes.io/name"]).sort()).toEqual([
+      "backend",
+      "broker",
+      "frontend",
+      "nats",
+    ]);
+  });
+
+  it("lets only the broker be reached from outside, backends only from frontends", () => {
+    const policies = byKind<Policy>(objects, "NetworkPolicy");
+    const denyAll = policies.find((p) => Object.keys(p.spec.podSelector).length === 0 && !p.spec.ingress);
+    expect(denyAll, "a default-deny ingress policy").toBeDefined();
+    // A rule without `from` admits any source: only the broker's policy may have one.
+    const open = policies.filter((p) => p.spec.ingress?.some((r) => !r.from));
+    expect(open.map((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"])).toEqual(["broker"]);
+    const toBackend = policies.filter((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"] === "backend");
+    const sources = toBackend.flatMap((p) => p.spec.ingress ?? []).flatMap((r) => r.from ?? []);
+    expect(sources.map((s) => s.podSelector?.matchLabels)).toEqual([{ "app.kubernetes.io/name": "frontend" }]);
+    // Every other policy admits sources inside the namespace, or the monitoring namespace on metrics ports.
+    for (const p of policies) {
+      for (const r of p.spec.ingress ?? []) {
+        for (const f of r.from ?? []) {
+          if (f.namespaceSelector) expect(r.ports?.map((x) => x.port).sort()).toEqual([8222, 9464]);
+        }
+      }
+    }
+  });
+
+  it("lets the allocator (and only it) scale the backend pool and list its pods", () => {
+    const allocator = named<Workload>(objects, "Deployment", "global-allocator");
+    expect(allocator.spec.template.spec.serviceAccountName).toBe("global-allocator");
+    for (const w of byKind<Workload>(objects, "Deployment").filter((d) => d.metadata.name !== "global-allocator")) {
+      expect(w.spec.template.spec.automountServiceAccountToken, w.metadata.name).toBe(false);
+    }
+    const role = byKind<K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] }>(
+      objects,
+      "Role",
+    )[0]!;
+    const scale = role.rules.find((r) => r.resources.includes("deployments/scale"));
+    expect(scale).toMatchObject({ apiGroups: ["apps"], resourceNames: ["backend"] });
+    expect(scale?.verbs).toEqual(expect.arrayContaining(["get", "update"]));
+    expect(role.rules.find((r) => r.resources.includes("pods"))?.verbs).toEqual(expect.arrayContaining(["list", "patch"]));
+    expect(role.rules.flatMap((r) => r.verbs)).not.toContain("delete");
+    const binding = byKind<K8sObject & { subjects: { name: string }[]; roleRef: { name: string } }>(objects, "RoleBinding")[0]!;
+    expect(binding.subjects.map((s) => s.name)).toEqual(["global-allocator"]);
+    expect(binding.roleRef.name).toBe(role.metadata.name);
+  });
+
+  it(overlay === "local" ? "uses the locally built images, never pulled" : "uses released images from the registry", () => {
+    for (const w of workloads) {
+      const c = w.spec.template.spec.containers[0]!;
+      if (overlay === "local") {
+        expect(c.image).toMatch(/^localhost\/(infergrid-[a-z-]+|nats):local$/);
+        expect(c.imagePullPolicy).toBe("Never");
+      } else {
+        expect(c.image).toMatch(/:[0-9][\w.-]*$/);
+        expect(c.image).not.toMatch(/:latest$/);
+      }
+    }
+  });
+});

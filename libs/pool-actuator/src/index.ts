@@ -1,0 +1,3 @@
+export * from "./actuator.js";
+export * from "./kubernetes.js";
+export * from "./local.js";

@@ -1,0 +1,135 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
+import { checkSize, type PoolActuator, type PoolMember, type ScaleOptions } from "./actuator.js";
+
+export interface LocalActuatorOptions {
+  /** Path of the backend-worker's compiled entry (services/backend-worker/dist/main.js). */
+  entry: string;
+  /** Environment for every backend on top of this process's (NATS URL, credentials, timings). */
+  env?: Record<string, string>;
+  /** Backend ids are `${idPrefix}-${n}`, n counting up from 0 and never reused. */
+  idPrefix?: string;
+  /** SIGTERM gives a backend this long to drain before SIGKILL. */
+  stopTimeoutMs?: number;
+  /** The Node binary (default: the one running this process). */
+  nodePath?: string;
+  /** Lines a backend prints, for the caller's log (default: dropped). */
+  onLine?: (id: string, line: string) => void;
+}
+
+interface Child {
+  id: string;
+  process: ChildProcess;
+  ready: boolean;
+  terminating: boolean;
+  exited: Promise<void>;
+}
+
+/**
+ * The pool as backend-worker processes on this machine (development, the local cluster, tests).
+ * A backend that exits by itself leaves the pool and no longer counts, as a pod that dies does.
+ */
+export class LocalProcessActuator implements PoolActuator {
+  readonly kind = "local" as const;
+  private readonly children = new Map<string, Child>();
+  private next = 0;
+  private desired = 0;
+  /** scaleTo calls run one after another, so two never race on the same children. */
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: LocalActuatorOptions) {}
+
+  async currentSize(): Promise<number> {
+    return this.desired;
+  }
+
+  async members(): Promise<PoolMember[]> {
+    return [...this.children.values()].map((c) => ({ id: c.id, ready: c.ready, terminating: c.terminating }));
+  }
+
+  async scaleTo(n: number, options: ScaleOptions = {}): Promise<void> {
+    checkSize(n);
+    const run = this.queue.then(() => this.reconcile(n, options));
+    this.queue = run.catch(() => undefined);
+    await run;
+  }
+
+  async close(): Promise<void> {
+    await this.scaleTo(0);
+  }
+
+  /** The process id of a live backend (drills and tests kill backends by hand). */
+  pidOf(id: string): number | undefined {
+    return this.children.get(id)?.process.pid;
+  }
+
+  /** Resolves when every live backend has printed its ready line (or rejects after `timeoutMs`). */
+  async waitReady(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ([...this.children.values()].some((c) => !c.terminating && !c.ready)) {
+      if (Date.now() > deadline) throw new Error(`backends not ready within ${timeoutMs} ms`);
+      await sleep(50);
+    }
+  }
+
+  private live(): Child[] {
+    return [...this.children.values()].filter((c) => !c.terminating);
+  }
+
+  private async reconcile(n: number, options: ScaleOptions): Promise<void> {
+    this.desired = n;
+    const live = this.live();
+    if (live.length < n) {
+      for (let i = live.length; i < n; i++) this.startOne();
+      return;
+    }
+    if (live.length === n) return;
+    // Preferred victims first, then the newest (the oldest are the warmest and head the lists).
+    const preferred = new Set(options.removeFirst ?? []);
+    const order = [...live].sort((a, b) => Number(preferred.has(b.id)) - Number(preferred.has(a.id)) || this.seq(b.id) - this.seq(a.id));
+    await Promise.all(order.slice(0, live.length - n).map((c) => this.stopOne(c)));
+  }
+
+  private seq(id: string): number {
+    return Number(id.slice(id.lastIndexOf("-") + 1));
+  }
+
+  private startOne(): void {
+    const id = `${this.options.idPrefix ?? "backend"}-${this.next++}`;
+    const proc = spawn(this.options.nodePath ?? process.execPath, [this.options.entry], {
+      env: { ...process.env, ...this.options.env, INFERGRID_ID: id },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    // "error" (the binary could not be started) rejects once(): the child is gone either way.
+    const exited = once(proc, "exit")
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        this.children.delete(id);
+      });
+    const child: Child = { id, process: proc, ready: false, terminating: false, exited };
+    const onLine = (line: string) => {
+      // The ready line is JSON with event "ready" (libs/runtime announceReady).
+      if (!child.ready && line.includes('"event":"ready"')) child.ready = true;
+      this.options.onLine?.(id, line);
+    };
+    if (proc.stdout) createInterface({ input: proc.stdout }).on("line", onLine);
+    if (proc.stderr) createInterface({ input: proc.stderr }).on("line", onLine);
+    this.children.set(id, child);
+  }
+
+  private async stopOne(child: Child): Promise<void> {
+    child.terminating = true;
+    child.process.kill("SIGTERM");
+    const timeout = this.options.stopTimeoutMs ?? 10_000;
+    const done = await Promise.race([child.exited.then(() => true), sleep(timeout).then(() => false)]);
+    if (!done) {
+      child.process.kill("SIGKILL");
+      await child.exited;
+    }
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * What one simulation run is: the jobs, the cluster, the network, and the policy under test. Everything is
+ * in milliseconds of virtual time. Experiments (experiments.ts) build these from a trace.
+ */
+import type { AllocationPolicy } from "@infergrid/allocation";
+import type { AnyScalingPolicy } from "@infergrid/baselines";
+import type { Lognormal } from "@infergrid/core";
+
+export type ServiceTimeSpec =
+  | { kind: "lognormal"; dist: Lognormal }
+  | { kind: "exponential"; meanMs: number }
+  | { kind: "deterministic"; ms: number };
+
+export interface JobSpec {
+  name: string;
+  serviceTime: ServiceTimeSpec;
+  /** Latency threshold of the SLO (Swayam's RT_max, Faro's SLO), ms. */
+  sloMs: number;
+  /** SLO percentile as a fraction (Swayam's SL_min), e.g. 0.99. */
+  slMin: number;
+  /** Swayam's burst factor U. */
+  burstFactor: number;
+}
+
+/**
+ * How requests meet replicas in the baselines' mode (the load balancer in front of a Kubernetes Service,
+ * Knative's activator, Ray Serve's router):
+ *  - "random": uniform over ready replicas, each with its own FIFO queue (kube-proxy iptables mode picks an
+ *    endpoint with `-m statistic --mode random`);
+ *  - "first-available": one FIFO queue per job, served by the first replica with a free slot (Knative's
+ *    activator with container-concurrency <= 3 uses its firstAvailableLBPolicy and buffers requests);
+ *  - "power-of-two": two random ready replicas, the one with fewer ongoing requests, each holding at most
+ *    maxOngoing (Ray Serve's PowerOfTwoChoicesRequestRouter, max_ongoing_requests 5); requests that find both
+ *    full wait at the router until a slot frees.
+ */
+export type Routing = { kind: "random" } | { kind: "first-available" } | { kind: "power-of-two"; maxOngoing: number };
+
+/** The policy families; each is the production code, wrapped by the matching cluster model. */
+export type PolicySpec =
+  | { kind: "swayam"; name: string; scaling: "swayam" | "static" }
+  | {
+      kind: "autoscaler";
+      name: string;
+      /** One policy per job (state is per job); built by the experiment. */
+      policies: AnyScalingPolicy[];
+      routing: Routing;
+      /** Replicas each job starts with (warm at time 0). */
+      initialReplicas: number[];
+    }
+  | { kind: "clairvoyant"; name: string; variant: "A1" | "A2" };
+
+export interface SwayamSettings {
+  frontends: number;
+  /** Period of each frontend's autoscaling decision. */
+  autoscaleMs: number;
+  /** Delta: the gap before a refused request is retried. */
+  retryGapMs: number;
+  tSetupMs: number;
+  rateWindowMs: number;
+  rateHistoryMs: number;
+  scaleInCooldownMs: number;
+  /** The static allocator's inputs: each job's list length (0 = an equal share) and its warm floor. */
+  listLengths: number[];
+  minWarm: number[];
+  /** Entries warm at time 0 per job (Swayam bootstraps a few; the Faro evaluation starts each job at 1). */
+  bootstrap: number[];
+  /** The global allocator's policy (libs/allocation), run once at time 0 for now. */
+  allocate: AllocationPolicy;
+}
+
+export interface SimConfig {
+  jobs: JobSpec[];
+  /** Backends in the cluster (the pool every policy shares). */
+  capacity: number;
+  /** Arrivals stop here; metrics and backend-seconds are counted over [0, durationMs). */
+  durationMs: number;
+  /** One-way network delay of each hop (broker-frontend, frontend-backend; load balancer-replica), ms. */
+  hopMs: number;
+  /** Time from a backend's start (or warm-up) to serving: the cold start, ms. */
+  coldStartMs: number;
+  /** T: a warm idle backend decommissions itself after this (Swayam mode, ClairA2). */
+  idleTimeoutMs: number;
+  /** A request not started within this of its arrival is dropped (the client's deadline); a violation. */
+  dropAfterMs: number;
+  /** Width of the time bins of the series (plots). */
+  binMs: number;
+  seed: number;
+  policy: PolicySpec;
+  swayam: SwayamSettings;
+}
+
+export interface ArrivalEvent {
+  atMs: number;
+  job: number;
+}

@@ -1,0 +1,231 @@
+/**
+ * What a run measures, per job and for the cluster: SLO violations (over the threshold, plus dropped),
+ * Swayam's SLA-compliance frequency (libs/swayam SlaWindowTracker: 1000-request windows slid by 10), p50/p99
+ * latency (libs/workload LatencyHistogram), backend-seconds (provisioning included) and cold starts; and
+ * time series in bins for the plots (arrivals, violations, backends in use, a coarse per-bin p99).
+ */
+import { SlaWindowTracker } from "@infergrid/swayam";
+import { LatencyHistogram } from "@infergrid/workload";
+
+/** Per-bin latency buckets: log-spaced from 1 ms to 100 s, about 12 % wide (plots only). */
+const NB = 100;
+const LOG_MIN = 0;
+const LOG_STEP = Math.log(1e5) / NB;
+
+export interface JobSeries {
+  /** Requests arrived per bin. */
+  arrivals: Float64Array;
+  /** Violations (late or dropped) per bin, by arrival bin of the request's end. */
+  violations: Float64Array;
+  completions: Float64Array;
+  /** Mean backends held (provisioning, warm or busy) in each bin. */
+  backends: Float64Array;
+  /** p99 latency of the requests completed in each bin (NaN when none), ms, within the bucket width. */
+  p99: Float64Array;
+}
+
+export interface JobMetrics {
+  name: string;
+  requests: number;
+  completed: number;
+  dropped: number;
+  violations: number;
+  violationRate: number;
+  slaCompliance: number;
+  slaWindows: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+  /** Mean latency minus mean service time of the completed requests: waiting plus network. */
+  meanWaitMs: number;
+  backendSeconds: number;
+  coldStarts: number;
+}
+
+export class Metrics {
+  readonly bins: number;
+  private readonly requests: Float64Array;
+  private readonly dropped: Float64Array;
+  private readonly violations: Float64Array;
+  private readonly backendMs: Float64Array;
+  private readonly serviceMs: Float64Array;
+  readonly coldStarts: Float64Array;
+  private readonly sla: SlaWindowTracker[];
+  private readonly latency: LatencyHistogram[];
+  private readonly binArrivals: Float64Array;
+  private readonly binViolations: Float64Array;
+  private readonly binDone: Float64Array;
+  private readonly binBackendMs: Float64Array;
+  private readonly binHist: Uint32Array;
+
+  constructor(
+    readonly jobs: readonly { name: string; sloMs: number; slMin: number }[],
+    readonly durationMs: number,
+    readonly binMs: number,
+  ) {
+    const J = jobs.length;
+    this.bins = Math.max(1, Math.ceil(durationMs / binMs));
+    this.requests = new Float64Array(J);
+    this.dropped = new Float64Array(J);
+    this.violations = new Float64Array(J);
+    this.backendMs = new Float64Array(J);
+    this.serviceMs = new Float64Array(J);
+    this.coldStarts = new Float64Array(J);
+    this.sla = jobs.map((j) => new SlaWindowTracker({ rtMaxMs: j.sloMs, slMin: j.slMin }));
+    this.latency = jobs.map(() => new LatencyHistogram());
+    this.binArrivals = new Float64Array(J * this.bins);
+    this.binViolations = new Float64Array(J * this.bins);
+    this.binDone = new Float64Array(J * this.bins);
+    this.binBackendMs = new Float64Array(J * this.bins);
+    this.binHist = new Uint32Array(J * this.bins * NB);
+  }
+
+  private bin(t: number): number {
+    const b = Math.floor(t / this.binMs);
+    return b < 0 ? 0 : b >= this.bins ? this.bins - 1 : b;
+  }
+
+  arrival(job: number, now: number): void {
+    this.requests[job] = (this.requests[job] ?? 0) + 1;
+    const i = job * this.bins + this.bin(now);
+    this.binArrivals[i] = (this.binArrivals[i] ?? 0) + 1;
+  }
+
+  completed(job: number, now: number, latencyMs: number, serviceMs: number): void {
+    this.serviceMs[job] = (this.serviceMs[job] ?? 0) + serviceMs;
+    const b = job * this.bins + this.bin(now);
+    this.binDone[b] = (this.binDone[b] ?? 0) + 1;
+    const slo = (this.jobs[job] as { sloMs: number }).sloMs;
+    if (latencyMs > slo) {
+      this.violations[job] = (this.violations[job] ?? 0) + 1;
+      this.binViolations[b] = (this.binViolations[b] ?? 0) + 1;
+    }
+    (this.sla[job] as SlaWindowTracker).record(latencyMs);
+    (this.latency[job] as LatencyHistogram).record(latencyMs);
+    let k = Math.floor((Math.log(Math.max(1, latencyMs)) - LOG_MIN) / LOG_STEP);
+    if (k >= NB) k = NB - 1;
+    const h = b * NB + k;
+    this.binHist[h] = (this.binHist[h] ?? 0) + 1;
+  }
+
+  recordDrop(job: number, now: number): void {
+    this.dropped[job] = (this.dropped[job] ?? 0) + 1;
+    this.violations[job] = (this.violations[job] ?? 0) + 1;
+    const b = job * this.bins + this.bin(now);
+    this.binViolations[b] = (this.binViolations[b] ?? 0) + 1;
+    (this.sla[job] as SlaWindowTracker).record(undefined);
+  }
+
+  coldStart(job: number): void {
+    this.coldStarts[job] = (this.coldStarts[job] ?? 0) + 1;
+  }
+
+  /** One backend held by `job` over [from, to): clipped to the run, spread over the bins. */
+  occupancy(job: number, from: number, to: number): void {
+    const a = Math.max(0, from);
+    const z = Math.min(this.durationMs, to);
+    if (!(z > a)) return;
+    this.backendMs[job] = (this.backendMs[job] ?? 0) + (z - a);
+    let t = a;
+    const base = job * this.bins;
+    while (t < z) {
+      const b = this.bin(t);
+      const end = Math.min(z, (b + 1) * this.binMs);
+      const i = base + b;
+      this.binBackendMs[i] = (this.binBackendMs[i] ?? 0) + (end - t);
+      if (end <= t) break;
+      t = end;
+    }
+  }
+
+  job(j: number): JobMetrics {
+    const lat = this.latency[j] as LatencyHistogram;
+    const sla = (this.sla[j] as SlaWindowTracker).compliance();
+    const requests = this.requests[j] ?? 0;
+    const violations = this.violations[j] ?? 0;
+    return {
+      name: (this.jobs[j] as { name: string }).name,
+      requests,
+      completed: lat.count,
+      dropped: this.dropped[j] ?? 0,
+      violations,
+      violationRate: requests > 0 ? violations / requests : 0,
+      slaCompliance: sla.frequency,
+      slaWindows: sla.windows,
+      p50Ms: lat.count > 0 ? lat.percentile(50) : Number.NaN,
+      p99Ms: lat.count > 0 ? lat.percentile(99) : Number.NaN,
+      meanMs: lat.mean,
+      meanWaitMs: lat.count > 0 ? lat.mean - (this.serviceMs[j] ?? 0) / lat.count : Number.NaN,
+      backendSeconds: (this.backendMs[j] ?? 0) / 1000,
+      coldStarts: this.coldStarts[j] ?? 0,
+    };
+  }
+
+  /** Cluster-wide latency percentiles: merged from the per-job histograms. */
+  clusterLatency(): { p50Ms: number; p99Ms: number } {
+    const merged = new LatencyHistogram();
+    for (const h of this.latency) merged.merge(h);
+    return merged.count > 0 ? { p50Ms: merged.percentile(50), p99Ms: merged.percentile(99) } : { p50Ms: Number.NaN, p99Ms: Number.NaN };
+  }
+
+  /** p99 per bin over all jobs' completions (the bins' histograms merged). */
+  clusterP99(): Float64Array {
+    const out = new Float64Array(this.bins);
+    const J = this.jobs.length;
+    const merged = new Float64Array(NB);
+    for (let b = 0; b < this.bins; b++) {
+      merged.fill(0);
+      let total = 0;
+      for (let j = 0; j < J; j++) {
+        const h = (j * this.bins + b) * NB;
+        for (let k = 0; k < NB; k++) {
+          const c = this.binHist[h + k] ?? 0;
+          merged[k] = (merged[k] ?? 0) + c;
+          total += c;
+        }
+      }
+      out[b] = total === 0 ? Number.NaN : bucketPercentile(merged, total, 0.99);
+    }
+    return out;
+  }
+
+  series(j: number): JobSeries {
+    const base = j * this.bins;
+    const slice = (a: Float64Array) => a.slice(base, base + this.bins);
+    const backends = slice(this.binBackendMs);
+    for (let b = 0; b < this.bins; b++) {
+      const width = Math.min(this.binMs, this.durationMs - b * this.binMs);
+      backends[b] = width > 0 ? (backends[b] ?? 0) / width : 0;
+    }
+    const p99 = new Float64Array(this.bins);
+    for (let b = 0; b < this.bins; b++) {
+      const h = (base + b) * NB;
+      let total = 0;
+      for (let k = 0; k < NB; k++) total += this.binHist[h + k] ?? 0;
+      if (total === 0) {
+        p99[b] = Number.NaN;
+        continue;
+      }
+      p99[b] = bucketPercentile(this.binHist.subarray(h, h + NB), total, 0.99);
+    }
+    return {
+      arrivals: slice(this.binArrivals),
+      violations: slice(this.binViolations),
+      completions: slice(this.binDone),
+      backends,
+      p99,
+    };
+  }
+}
+
+/** The upper edge of the bucket holding the q-quantile (nearest rank) of `total` counts. */
+function bucketPercentile(counts: ArrayLike<number>, total: number, q: number): number {
+  const rank = Math.ceil(q * total);
+  let seen = 0;
+  let k = 0;
+  for (; k < NB - 1; k++) {
+    seen += counts[k] ?? 0;
+    if (seen >= rank) break;
+  }
+  return Math.exp(LOG_MIN + (k + 1) * LOG_STEP);
+}

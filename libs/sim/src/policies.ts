@@ -1,0 +1,154 @@
+/**
+ * The policies an experiment can name, each built from the production code it stands for. Targets that
+ * users must choose (the HPA's) are set to the values of the upstream documentation's examples.
+ */
+
+import { fairShares } from "@infergrid/allocation";
+import { erase, fixedPolicy, hpaPolicy, kpaPolicy, peakSizedReplicas, rayServePolicy } from "@infergrid/baselines";
+import { lognormalMean, lognormalQuantile } from "@infergrid/core";
+import type { JobSpec, PolicySpec, ServiceTimeSpec } from "./config.js";
+
+export const POLICY_NAMES = [
+  "swayam",
+  "hpa-utilisation",
+  "hpa-requests",
+  "knative-kpa",
+  "ray-serve",
+  "fixed-peak",
+  "clair-a1",
+  "clair-a2",
+  "swayam-static",
+] as const;
+export type PolicyName = (typeof POLICY_NAMES)[number];
+
+export function isPolicyName(s: string): s is PolicyName {
+  return (POLICY_NAMES as readonly string[]).includes(s);
+}
+
+export interface PolicyContext {
+  jobs: readonly JobSpec[];
+  /** Each job's busiest minute, as a mean rate (req/s of simulated time). */
+  peakRatePerSec: readonly number[];
+  capacity: number;
+  /** Network time every request pays (ms), for sizing. */
+  fixedDelayMs: number;
+  /**
+   * Each job's replica cap (an autoscaler's max replicas): the job's share of the cluster, the same list length
+   * Swayam's frontends scale within. Without it one overloaded job's autoscaler can take the whole cluster.
+   */
+  maxReplicas?: readonly number[];
+}
+
+export function meanServiceMs(s: ServiceTimeSpec): number {
+  switch (s.kind) {
+    case "lognormal":
+      return lognormalMean(s.dist);
+    case "exponential":
+      return s.meanMs;
+    case "deterministic":
+      return s.ms;
+  }
+}
+
+function servicePercentileMs(s: ServiceTimeSpec, p: number): number {
+  switch (s.kind) {
+    case "lognormal":
+      return lognormalQuantile(s.dist, p);
+    case "exponential":
+      return -Math.log(1 - p) * s.meanMs;
+    case "deterministic":
+      return s.ms;
+  }
+}
+
+/** Each job's peak-sized replica count (fixed.ts), cut max-min fairly to the capacity if they do not all fit. */
+export function peakSizes(ctx: PolicyContext): number[] {
+  const wanted = ctx.jobs.map((job, j) =>
+    peakSizedReplicas({
+      peakRatePerSec: ctx.peakRatePerSec[j] ?? 0,
+      meanServiceMs: meanServiceMs(job.serviceTime),
+      servicePercentileMs: servicePercentileMs(job.serviceTime, job.slMin),
+      sloMs: job.sloMs,
+      percentile: job.slMin * 100,
+      fixedDelayMs: ctx.fixedDelayMs,
+    }),
+  );
+  const total = wanted.reduce((a, b) => a + b, 0);
+  if (total <= ctx.capacity) return wanted;
+  const shares = fairShares(
+    ctx.jobs.map((job, j) => ({ name: job.name, target: wanted[j] ?? 0, held: 0 })),
+    ctx.capacity,
+  );
+  return ctx.jobs.map((job) => shares.get(job.name) ?? 0);
+}
+
+/** HPA examples: 50 % CPU (the Kubernetes HPA walkthrough), or the request rate a replica serves at 50 %. */
+export const HPA_TARGET_UTILISATION = 0.5;
+
+export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
+  const J = ctx.jobs.length;
+  const bounds = (j: number) => ({ minReplicas: 1, maxReplicas: ctx.maxReplicas?.[j] ?? ctx.capacity });
+  const ones = new Array<number>(J).fill(1);
+  switch (name) {
+    case "swayam":
+      return { kind: "swayam", name, scaling: "swayam" };
+    case "swayam-static":
+      return { kind: "swayam", name, scaling: "static" };
+    case "hpa-utilisation":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((_, j) =>
+          erase(hpaPolicy({ ...bounds(j), target: { kind: "utilisation", target: HPA_TARGET_UTILISATION } })),
+        ),
+        routing: { kind: "random" },
+        initialReplicas: ones,
+      };
+    case "hpa-requests":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((job, j) =>
+          erase(
+            hpaPolicy({
+              ...bounds(j),
+              target: { kind: "requests-per-replica", target: (HPA_TARGET_UTILISATION * 1000) / meanServiceMs(job.serviceTime) },
+            }),
+          ),
+        ),
+        routing: { kind: "random" },
+        initialReplicas: ones,
+      };
+    case "knative-kpa":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((_, j) => erase(kpaPolicy({ ...bounds(j), containerConcurrency: 1 }))),
+        routing: { kind: "first-available" },
+        initialReplicas: ones,
+      };
+    case "ray-serve":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((_, j) => erase(rayServePolicy(bounds(j)))),
+        routing: { kind: "power-of-two", maxOngoing: 5 },
+        initialReplicas: ones,
+      };
+    case "fixed-peak": {
+      const sizes = peakSizes(ctx);
+      return {
+        kind: "autoscaler",
+        name,
+        policies: sizes.map((n) => erase(fixedPolicy(n))),
+        // A central queue: the assumption the M/M/c sizing makes.
+        routing: { kind: "first-available" },
+        initialReplicas: sizes,
+      };
+    }
+    case "clair-a1":
+      return { kind: "clairvoyant", name, variant: "A1" };
+    case "clair-a2":
+      return { kind: "clairvoyant", name, variant: "A2" };
+  }
+}

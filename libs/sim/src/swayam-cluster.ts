@@ -1,0 +1,349 @@
+/**
+ * Swayam's serving discipline, driving the production code: every simulated frontend wraps a
+ * libs/swayam FrontendScaler per job (as services/frontend's SwayamScaler does, with the same options),
+ * dispatches with pickBackend inside its prefix, and every backend is a libs/swayam BackendState. The lists
+ * come from the global allocator's policy (libs/allocation), run at time 0.
+ *
+ * Mirrors services/frontend: the broker spreads each job's requests round robin over the frontends; a
+ * refused request is retried on another prefix entry after delta; once every prefix entry refused, the tried
+ * set is cleared after another delta (Dispatcher.dispatch); a refusal "cold" warms that entry; each autoscaling
+ * tick warms the cold entries of the prefix (Warmer). Backends never queue: busy, cold and provisioning
+ * backends refuse. A warm backend idle for T decommissions itself (checkIdle at its idleDeadline).
+ *
+ * Network: each hop (broker-frontend, frontend-backend and back) costs hopMs; the broker hops are constant and
+ * added to the latency, the frontend-backend ones are events (the backend's state is read on arrival there).
+ *
+ * Simplification: the frontend reads a backend's true state when deciding what to warm (the service reads the
+ * last state the backend reported); both warm exactly the cold entries except around a state change.
+ */
+import type { Lognormal } from "@infergrid/core";
+import { BackendState, FrontendScaler, pickBackend, type RefusalReason, type ServiceSla } from "@infergrid/swayam";
+import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
+
+const TICK = FIRST_MODEL_EVENT;
+const PROBE = FIRST_MODEL_EVENT + 1;
+const DONE = FIRST_MODEL_EVENT + 2;
+const REPLY = FIRST_MODEL_EVENT + 3;
+const REFUSED = FIRST_MODEL_EVENT + 4;
+const LOADED = FIRST_MODEL_EVENT + 6;
+const IDLE = FIRST_MODEL_EVENT + 7;
+
+const IDLE_SLACK_MS = 0.001;
+
+const REASONS: RefusalReason[] = ["busy", "cold", "provisioning", "draining"];
+const EMPTY: ReadonlySet<number> = new Set<number>();
+const ALWAYS = () => true;
+
+export interface SwayamSnapshot {
+  /** n per frontend per job at the end (frontend-major). */
+  n: number[][];
+  lists: string[][];
+}
+
+export class SwayamCluster implements ClusterModel {
+  private readonly J: number;
+  private readonly F: number;
+  private readonly backends: BackendState[];
+  private readonly backendIds: string[];
+  private readonly backendJob: Int32Array;
+  private readonly since: Float64Array;
+  private readonly idlePending: Uint8Array;
+  private lists: Int32Array[] = [];
+  private readonly scalers: FrontendScaler[] = [];
+  private readonly nCache: Int32Array;
+  private readonly frontendIds: string[];
+  private readonly rr: Int32Array;
+  private minWarm: number[] = [];
+  private readonly slas: ServiceSla[];
+  private readonly priors: (Lognormal | undefined)[];
+  private readonly names: string[];
+  private readonly brokerMs: number;
+
+  constructor(private readonly sim: Simulation) {
+    const c = sim.config;
+    this.J = c.jobs.length;
+    this.F = Math.max(1, c.swayam.frontends);
+    this.backends = [];
+    this.backendIds = [];
+    for (let i = 0; i < c.capacity; i++) {
+      this.backends.push(new BackendState({ concurrency: 1, idleTimeoutMs: c.idleTimeoutMs, frontendWindowMs: c.swayam.tSetupMs }));
+      this.backendIds.push(`b${String(i).padStart(4, "0")}`);
+    }
+    this.backendJob = new Int32Array(c.capacity).fill(-1);
+    this.since = new Float64Array(c.capacity).fill(Number.NaN);
+    this.idlePending = new Uint8Array(c.capacity);
+    this.nCache = new Int32Array(this.F * this.J);
+    this.frontendIds = Array.from({ length: this.F }, (_, f) => `f${f}`);
+    this.rr = new Int32Array(this.J);
+    this.names = c.jobs.map((j) => j.name);
+    this.slas = c.jobs.map((j) => ({ rtMaxMs: j.sloMs, slMin: j.slMin, burstFactor: j.burstFactor }));
+    this.priors = c.jobs.map((j) => (j.serviceTime.kind === "lognormal" ? j.serviceTime.dist : undefined));
+    this.brokerMs = 2 * c.hopMs;
+  }
+
+  start(): void {
+    const c = this.sim.config;
+    const s = c.swayam;
+    const plan = s.allocate({
+      services: c.jobs.map((job, j) => ({
+        name: job.name,
+        minBackends: 1,
+        maxBackends: s.listLengths[j] ?? 0,
+        initialBackends: s.minWarm[j] ?? 1,
+        currentList: [],
+      })),
+      freeBackends: this.backendIds,
+      poolSize: c.capacity,
+    });
+    const index = new Map(this.backendIds.map((id, i) => [id, i]));
+    this.lists = c.jobs.map((job, j) => {
+      const ids = plan.lists.get(job.name) ?? [];
+      const list = Int32Array.from(ids.map((id) => index.get(id) ?? -1));
+      for (const b of list) this.backendJob[b] = j;
+      return list;
+    });
+    this.minWarm = c.jobs.map((job, j) => plan.minWarm.get(job.name) ?? s.minWarm[j] ?? 1);
+
+    for (let f = 0; f < this.F; f++) {
+      for (let j = 0; j < this.J; j++) {
+        const list = this.lists[j] as Int32Array;
+        const initialN = Math.min(list.length, Math.max(1, s.bootstrap[j] ?? 1, this.minWarm[j] ?? 1));
+        this.scalers.push(
+          new FrontendScaler({
+            tSetupMs: s.tSetupMs,
+            rateWindowMs: s.rateWindowMs,
+            rateHistoryMs: s.rateHistoryMs,
+            // As services/frontend SwayamScaler: one regression point per tenth of a window, at least 1 s.
+            rateBucketMs: Math.min(s.rateWindowMs, Math.max(1000, s.rateWindowMs / 10)),
+            scaleInCooldownMs: s.scaleInCooldownMs,
+            probeCostMs: 2 * c.hopMs + s.retryGapMs,
+            fixedDelayMs: 2 * c.hopMs,
+            initialN,
+          }),
+        );
+        this.nCache[f * this.J + j] = initialN;
+      }
+    }
+    // Bootstrap: the first entries of each list are warm at time 0 (not cold starts).
+    for (let j = 0; j < this.J; j++) {
+      const list = this.lists[j] as Int32Array;
+      const warm = Math.min(list.length, Math.max(s.bootstrap[j] ?? 1, 0));
+      for (let i = 0; i < warm; i++) {
+        const b = list[i] as number;
+        const be = this.backends[b] as BackendState;
+        be.warmUp(0, this.names[j] as string);
+        be.loadFinished(0);
+        this.since[b] = 0;
+        this.ensureIdleCheck(b);
+      }
+    }
+    // Frontends' timers are not synchronised: stagger them over one period.
+    for (let f = 0; f < this.F; f++) this.sim.schedule((f * s.autoscaleMs) / this.F, TICK, f);
+  }
+
+  arrive(req: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const j = r.job[req] as number;
+    const f = (this.rr[j] as number) % this.F;
+    this.rr[j] = f + 1;
+    r.frontend[req] = f;
+    (this.scalers[f * this.J + j] as FrontendScaler).recordArrival(sim.now);
+    this.dispatch(req, 0);
+  }
+
+  handle(kind: number, a: number, b: number): void {
+    switch (kind) {
+      case PROBE:
+        this.probe(a);
+        return;
+      case DONE:
+        this.done(a);
+        return;
+      case REPLY:
+        this.reply(a, b);
+        return;
+      case REFUSED:
+        this.refused(a, b);
+        return;
+      case LOADED: {
+        (this.backends[a] as BackendState).loadFinished(this.sim.now);
+        this.ensureIdleCheck(a);
+        return;
+      }
+      case IDLE:
+        this.idle(a);
+        return;
+      case TICK:
+        this.tick(a);
+        return;
+      default:
+        throw new Error(`swayam cluster: unknown event kind ${kind}`);
+    }
+  }
+
+  /**
+   * Picks a prefix entry and sends the request there, `gapMs` from now (0 for a first attempt, delta after a
+   * refusal). The pick is made when the refusal comes back, with the n in force then, and the probe is sent
+   * after the gap: one event fewer per retry; only a frontend tick falling inside the 5 ms gap is seen a retry late.
+   */
+  private dispatch(req: number, gapMs: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const j = r.job[req] as number;
+    const f = r.frontend[req] as number;
+    const list = this.lists[j] as Int32Array;
+    if (list.length === 0) {
+      sim.drop(req);
+      return;
+    }
+    const n = this.nCache[f * this.J + j] as number;
+    const excluded = r.excluded[req];
+    let at = sim.now + gapMs;
+    let idx = pickBackend(n, ALWAYS, excluded ?? EMPTY, sim.dispatchRandom, list.length);
+    if (idx === undefined) {
+      if (excluded !== undefined && excluded.size > 0) {
+        // Every prefix entry refused once: a new round after another gap (Dispatcher.dispatch).
+        excluded.clear();
+        at += sim.config.swayam.retryGapMs;
+        idx = pickBackend(n, ALWAYS, EMPTY, sim.dispatchRandom, list.length);
+      }
+      idx ??= 0;
+    }
+    if (gapMs > 0 && at - (r.arrival[req] as number) >= sim.config.dropAfterMs) {
+      sim.drop(req);
+      return;
+    }
+    r.attempts[req] = (r.attempts[req] as number) + 1;
+    r.target[req] = idx;
+    sim.schedule(at + sim.config.hopMs, PROBE, req);
+  }
+
+  private probe(req: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const j = r.job[req] as number;
+    const b = (this.lists[j] as Int32Array)[r.target[req] as number] as number;
+    const be = this.backends[b] as BackendState;
+    const res = be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[j]);
+    if (res.accepted) {
+      sim.schedule(sim.now + (r.service[req] as number), DONE, req);
+      return;
+    }
+    const fs = be.frontendsSeen(sim.now);
+    sim.schedule(sim.now + sim.config.hopMs, REFUSED, req, fs * 8 + REASONS.indexOf(res.reason));
+  }
+
+  private done(req: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const b = (this.lists[r.job[req] as number] as Int32Array)[r.target[req] as number] as number;
+    const be = this.backends[b] as BackendState;
+    be.release(sim.now);
+    this.ensureIdleCheck(b);
+    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, be.frontendsSeen(sim.now));
+  }
+
+  private reply(req: number, frontendsSeen: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const j = r.job[req] as number;
+    const b = (this.lists[j] as Int32Array)[r.target[req] as number] as number;
+    const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
+    scaler.observeReply(this.backendIds[b] as string, frontendsSeen, r.service[req] as number, sim.now);
+    sim.complete(req, sim.now - (r.arrival[req] as number) + this.brokerMs);
+  }
+
+  private refused(req: number, code: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const j = r.job[req] as number;
+    const idx = r.target[req] as number;
+    const b = (this.lists[j] as Int32Array)[idx] as number;
+    const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
+    scaler.observeReply(this.backendIds[b] as string, Math.floor(code / 8), undefined, sim.now);
+    if (REASONS[code % 8] === "cold") this.warm(b, j);
+    let excluded = r.excluded[req];
+    if (excluded === undefined) {
+      excluded = new Set<number>();
+      r.excluded[req] = excluded;
+    }
+    excluded.add(idx);
+    this.dispatch(req, sim.config.swayam.retryGapMs);
+  }
+
+  private warm(b: number, j: number): void {
+    const sim = this.sim;
+    const be = this.backends[b] as BackendState;
+    if (!be.warmUp(sim.now, this.names[j] as string).startLoad) return;
+    sim.metrics.coldStart(j);
+    this.since[b] = sim.now;
+    sim.schedule(sim.now + sim.config.coldStartMs, LOADED, b);
+  }
+
+  private ensureIdleCheck(b: number): void {
+    if (this.idlePending[b] === 1) return;
+    const deadline = (this.backends[b] as BackendState).idleDeadline();
+    if (deadline === undefined) return;
+    this.idlePending[b] = 1;
+    // checkIdle tests now - idleSince < T, which can hold at now = idleSince + T by one rounding step; a check
+    // exactly at idleDeadline() could then reschedule itself forever at the same instant. A microsecond later is safe.
+    const now = this.sim.now;
+    this.sim.schedule(Math.max(deadline, now) + IDLE_SLACK_MS, IDLE, b);
+  }
+
+  private idle(b: number): void {
+    this.idlePending[b] = 0;
+    const be = this.backends[b] as BackendState;
+    if (be.checkIdle(this.sim.now)) {
+      this.sim.metrics.occupancy(this.backendJob[b] as number, this.since[b] as number, this.sim.now);
+      this.since[b] = Number.NaN;
+      return;
+    }
+    this.ensureIdleCheck(b);
+  }
+
+  private tick(f: number): void {
+    const sim = this.sim;
+    const now = sim.now;
+    const scaling = sim.config.policy.kind === "swayam" ? sim.config.policy.scaling : "swayam";
+    for (let j = 0; j < this.J; j++) {
+      const list = this.lists[j] as Int32Array;
+      let n: number;
+      if (scaling === "static") {
+        // services/frontend StaticScaler: n = the allocator's floor (or the initial size), within the list.
+        n = Math.max(0, Math.min(list.length, Math.max(this.minWarm[j] ?? 1, 1)));
+      } else {
+        const prior = this.priors[j];
+        const out = (this.scalers[f * this.J + j] as FrontendScaler).decide(now, {
+          sla: this.slas[j] as ServiceSla,
+          listLength: list.length,
+          minWarm: this.minWarm[j] ?? 1,
+          ...(prior ? { serviceTimePrior: prior } : {}),
+        });
+        n = out.n;
+      }
+      this.nCache[f * this.J + j] = n;
+      // Warmer: the prefix's cold entries get a warm-up.
+      for (let i = 0; i < n && i < list.length; i++) {
+        const b = list[i] as number;
+        if ((this.backends[b] as BackendState).state === "cold") this.warm(b, j);
+      }
+    }
+    const next = now + sim.config.swayam.autoscaleMs;
+    if (next < sim.config.durationMs) sim.schedule(next, TICK, f);
+  }
+
+  finish(endMs: number): void {
+    for (let b = 0; b < this.backends.length; b++) {
+      const since = this.since[b] as number;
+      if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.backendJob[b] as number, since, endMs);
+    }
+  }
+
+  snapshot(): SwayamSnapshot {
+    const n: number[][] = [];
+    for (let f = 0; f < this.F; f++) n.push(Array.from(this.nCache.subarray(f * this.J, (f + 1) * this.J)));
+    return { n, lists: this.lists.map((l) => Array.from(l, (b) => this.backendIds[b] as string)) };
+  }
+}
