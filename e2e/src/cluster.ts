@@ -1,6 +1,6 @@
 import { AllocatorAdminDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { createClient, type grpc, unaryCall } from "@infergrid/runtime";
-import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+import { eventually, type NatsServerHandle, type ServiceProcess, startAll, startNatsServer, startService } from "@infergrid/testkit";
 
 /** Fast time constants so a test sees whole control cycles in seconds. */
 export const FAST = {
@@ -53,11 +53,8 @@ export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
       ),
       startService("broker", { env: env({ INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
     ];
-    const results = await Promise.allSettled(starts);
-    const up = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    const up = await startAll(starts);
     started.push(...up);
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
-    if (failed) throw failed.reason;
     const backends = up.slice(0, shape.backends);
     const frontends = up.slice(shape.backends, shape.backends + shape.frontends);
     const broker = up[up.length - 1] as ServiceProcess;

@@ -1,6 +1,14 @@
 import { control } from "@infergrid/proto";
 import { createClient, type grpc } from "@infergrid/runtime";
-import { eventually, type NatsServerHandle, RegistryWriter, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+import {
+  eventually,
+  type NatsServerHandle,
+  RegistryWriter,
+  type ServiceProcess,
+  startAll,
+  startNatsServer,
+  startService,
+} from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emulatedSpec } from "./cluster.js";
 import { ControlWatch } from "./control-watch.js";
@@ -46,27 +54,25 @@ beforeAll(async () => {
     INFERGRID_AUTOSCALE_MS: "250",
     INFERGRID_LOAD_REPORT_MS: "500",
   };
-  [backends, longBackends, frontends, broker] = await Promise.all([
-    Promise.all(
-      Array.from({ length: 12 }, (_, i) =>
-        startService("backend-worker", { name: `b${i}`, env: { ...backendEnv, INFERGRID_ID: `svc-b${String(i).padStart(2, "0")}` } }),
-      ),
+  const up = await startAll([
+    ...Array.from({ length: 12 }, (_, i) =>
+      startService("backend-worker", { name: `b${i}`, env: { ...backendEnv, INFERGRID_ID: `svc-b${String(i).padStart(2, "0")}` } }),
     ),
-    Promise.all(
-      Array.from({ length: 2 }, (_, i) =>
-        startService("backend-worker", {
-          name: `long-b${i}`,
-          env: { ...backendEnv, INFERGRID_ID: `long-b${i}`, INFERGRID_IDLE_TIMEOUT_MS: "600000" },
-        }),
-      ),
+    ...Array.from({ length: 2 }, (_, i) =>
+      startService("backend-worker", {
+        name: `long-b${i}`,
+        env: { ...backendEnv, INFERGRID_ID: `long-b${i}`, INFERGRID_IDLE_TIMEOUT_MS: "600000" },
+      }),
     ),
-    Promise.all(
-      Array.from({ length: 3 }, (_, i) =>
-        startService("frontend", { name: `f${i}`, env: { ...frontendEnv, INFERGRID_ID: `frontend-${i}` } }),
-      ),
+    ...Array.from({ length: 3 }, (_, i) =>
+      startService("frontend", { name: `f${i}`, env: { ...frontendEnv, INFERGRID_ID: `frontend-${i}` } }),
     ),
     startService("broker", { env: { ...env, INFERGRID_FRONTEND_TTL_MS: "2000" } }),
   ]);
+  backends = up.slice(0, 12);
+  longBackends = up.slice(12, 14);
+  frontends = up.slice(14, 17);
+  broker = up[17] as ServiceProcess;
   writer = await RegistryWriter.open(nats.url);
   watch = await ControlWatch.open(nats.url);
   await writer.assign(

@@ -169,3 +169,18 @@ export async function eventually<T>(
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
 }
+
+/**
+ * Waits for every start to end (none is left half-started); if any failed, stops the ones that
+ * came up and throws the first failure, so a failed set-up leaves no process behind.
+ */
+export async function startAll(starts: readonly Promise<ServiceProcess>[]): Promise<ServiceProcess[]> {
+  const results = await Promise.allSettled(starts);
+  const up = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed) {
+    await Promise.all(up.map((p) => p.kill()));
+    throw failed.reason;
+  }
+  return up;
+}
