@@ -4,7 +4,7 @@
  * multiplies the counts; libs/workload ReplayOptions), so one configuration reads the same in both.
  */
 import type { Lognormal } from "@infergrid/core";
-import type { PolicyName } from "./policies.js";
+import { POLICY_NAMES, type PolicyName } from "./policies.js";
 
 /** Faro's ResNet-34 profile (../shared/traces/README.md), scipy lognormal in ms. */
 export const RESNET34: Lognormal = { shape: 0.3602, loc: 72.86, scale: 86.69 };
@@ -61,16 +61,8 @@ export interface Experiment {
 
 const FARO_TRACE = "faro-10jobs-6h-per-minute.csv";
 
-const ALL_POLICIES: PolicyName[] = [
-  "swayam",
-  "hpa-utilisation",
-  "hpa-requests",
-  "knative-kpa",
-  "ray-serve",
-  "fixed-peak",
-  "clair-a1",
-  "clair-a2",
-];
+/** Every policy but the static-prefix variant of Swayam, which is a diagnostic. */
+const ALL_POLICIES: PolicyName[] = POLICY_NAMES.filter((p) => p !== "swayam-static");
 
 /**
  * Paper settings where the papers give them (paper-parameters.md): SLO 720 ms at p99 (Faro's evaluation,
