@@ -1,3 +1,4 @@
+import { serviceNameProblem } from "@infergrid/control-plane";
 import type { inference } from "@infergrid/proto";
 
 const MAX_DIMS = 8;
@@ -38,11 +39,9 @@ export function inputsProblem(inputs: Record<string, inference.Tensor.$Propertie
   return undefined;
 }
 
-const SERVICE = /^[a-z0-9][a-z0-9-]{0,62}$/;
-
 export function inferRequestProblem(req: inference.InferRequest.$Properties): string | undefined {
   if (!req.service) return "service is required";
-  if (!SERVICE.test(req.service)) return `service ${JSON.stringify(req.service)} is not a valid service name`;
+  if (serviceNameProblem(req.service)) return `service ${JSON.stringify(req.service)} is not a valid service name`;
   if (req.requestId && req.requestId.length > 128) return "request_id is longer than 128 characters";
   const deadline = Number(req.deadlineUnixMs ?? 0);
   if (!Number.isFinite(deadline) || deadline < 0) return "deadline_unix_ms must be a non-negative Unix time in milliseconds";
