@@ -99,8 +99,8 @@ async function drill(fault: string, inject: () => Promise<void>, during: () => P
   const faultAt = Date.now();
   await inject();
   const converged = await during();
-  // Keep the load on until compliance holds for a full window after everything is restored.
-  await sleep(4000);
+  // Keep the load on until compliance holds for a few full windows after everything is restored.
+  await sleep(8000);
   await driver.stop();
   const c = driver.counts();
   const recoveredAt = driver.recoveredAt(faultAt, RT_MAX_MS, 0.99, 40);

@@ -5,7 +5,11 @@ export const frontendConfig = z.object({
   maxRequestBytes: field.int(4 * 1024 * 1024, 1024).describe("largest accepted request, bytes"),
   requestTimeoutMs: field.ms(30_000).describe("deadline given to a request that brings none"),
   retryGapMs: field.ms(5).describe("delta: wait before retrying a refused request on another backend"),
-  attemptTimeoutMs: field.ms(10_000).describe("longest one backend call may take before it counts as failed"),
+  attemptTimeoutMs: field
+    .ms(10_000)
+    .describe(
+      "longest one backend call may take before it counts as failed (also at most 2 x the service's latency threshold, at least 1 s)",
+    ),
   answerReserveMs: field.ms(15).describe("time kept before a request's deadline so that a give-up answer arrives in time"),
   backendFailCooldownMs: field.ms(5_000).describe("how long a backend that failed a call is skipped"),
   loadReportMs: field.ms(1_000).describe("period of per-service load reports on NATS"),

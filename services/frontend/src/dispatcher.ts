@@ -48,6 +48,9 @@ export interface DispatchHooks {
   onRefusedCold(index: number): void;
 }
 
+/** Floor of the per-attempt timeout derived from a service's latency threshold. */
+const MIN_ATTEMPT_TIMEOUT_MS = 1000;
+
 /** Longest wait between two full rounds over the prefix. */
 const MAX_ROUND_GAP_MS = 100;
 
@@ -137,7 +140,7 @@ export class Dispatcher {
             inputs: request.inputs,
             attempt: attempts,
           },
-          { deadline: Math.min(deadline, Date.now() + this.options.attemptTimeoutMs) },
+          { deadline: Math.min(deadline, Date.now() + this.attemptTimeoutMs(target.entry)) },
         );
         hooks.onReply(ref.backendId, reply, Date.now());
         if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) return { reply, backendId: ref.backendId, attempts };
@@ -163,6 +166,17 @@ export class Dispatcher {
       `no backend of ${request.service} could take the request before its deadline (${attempts} attempts, ${refusals} refusals)`,
       unavailableMetadata("frontend", this.options.retryAfterMs),
     );
+  }
+
+  /**
+   * A backend that has not answered within twice the service's latency threshold has already
+   * missed it (a hung or partitioned backend): the request moves on instead of waiting out the
+   * configured maximum.
+   */
+  private attemptTimeoutMs(entry: ServiceView): number {
+    const rtMax = entry.spec.sla?.latencyThresholdMs ?? 0;
+    if (!(rtMax > 0)) return this.options.attemptTimeoutMs;
+    return Math.min(this.options.attemptTimeoutMs, Math.max(MIN_ATTEMPT_TIMEOUT_MS, 2 * rtMax));
   }
 
   private async waitGap(deadline: number, gapMs = this.options.retryGapMs): Promise<boolean> {
