@@ -267,18 +267,6 @@ export class Allocator {
     };
   }
 
-  // ---- NATS outages ----------------------------------------------------------------------------
-
-  /** NATS is away: no heartbeat can arrive, so silence says nothing about backends. Change nothing. */
-  natsLost(): void {
-    this.settleUntil = Number.POSITIVE_INFINITY;
-  }
-
-  /** NATS is back: give every member a heartbeat period (as after a restart) before judging silence. */
-  natsBack(now: number): void {
-    this.settleUntil = now + this.options.settleMs;
-  }
-
   // ---- the control step ----------------------------------------------------------------------
 
   /** One control step; failures (NATS away, a registry conflict) are logged and retried next period. */

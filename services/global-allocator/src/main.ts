@@ -30,13 +30,6 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
   const found = await readRegistry(registry);
   allocator.restore(found.services, found.assignments, Date.now());
 
-  void (async () => {
-    for await (const status of nc.status()) {
-      if (status.type === "disconnect") allocator.natsLost();
-      if (status.type === "reconnect") allocator.natsBack(Date.now());
-    }
-  })();
-
   const m = allocatorMetrics(metrics, allocator);
   const subscriptions = collect(nc, allocator, logger, ctx.onGarbled);
   const loop = startControlLoop(allocator, config.controlPeriodMs, (s) => m.reconcileSeconds.observe(s));
