@@ -325,6 +325,23 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect((await call(AllocatorAdminDefinition.ListServices, {})).services).toHaveLength(2);
   });
 
+  it("NATS away for longer than the ttl: the silence is not read as backends leaving; lists intact after", async () => {
+    const before = { ocr: await kvList("ocr"), resnet: await kvList("resnet") };
+    const version = Number((await registry.getService("ocr"))?.entry.version);
+    const leftBefore = events.filter((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_LEFT).length;
+    await nats.kill();
+    await allocator.waitForLog((l) => l.msg === "no heartbeat from anyone (NATS away?); lists frozen until heartbeats return", 5000);
+    await new Promise((r) => setTimeout(r, 2 * TTL_MS));
+    await nats.restart();
+    await allocator.waitForLog((l) => l.msg === "heartbeats are back; settling before any list change", 15_000);
+    // Through the settle period and some control steps: every backend beat again, nothing moved.
+    await new Promise((r) => setTimeout(r, TTL_MS + 1500));
+    expect(await listOf("ocr")).toEqual(before.ocr);
+    expect(await listOf("resnet")).toEqual(before.resnet);
+    expect(Number((await registry.getService("ocr"))?.entry.version)).toBe(version);
+    expect(events.filter((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_LEFT)).toHaveLength(leftBefore);
+  });
+
   it("a restarted allocator keeps the lists as they were", async () => {
     const before = { ocr: await kvList("ocr"), resnet: await kvList("resnet") };
     const versions = { ocr: Number((await registry.getService("ocr"))?.entry.version) };

@@ -12,6 +12,12 @@ export interface AllocatorOptions {
   graceMs: number;
   /** After a restart with a non-empty registry: how long to listen before touching any list. */
   settleMs: number;
+  /**
+   * Hearing no heartbeat at all (not even the allocator's own, which it receives like any other)
+   * for this long means NATS is away, not that the cluster died: lists are frozen until heartbeats
+   * return, and then members get settleMs to beat again. Must be under the ttl.
+   */
+  deafAfterMs: number;
   memberForgetMs: number;
   specDefaults: SpecDefaults;
   objective: string;
@@ -63,6 +69,9 @@ export class Allocator {
   private readonly pendingReturns = new Map<string, PendingReturn>();
   private queue: Promise<unknown> = Promise.resolve();
   private settleUntil = 0;
+  /** The last heartbeat of any role, from anyone (0 = none yet). */
+  private lastHeard = 0;
+  private deaf = false;
   private planSeq = 0;
   /** Asks the control loop for a reconcile soon (membership changed). */
   wake: () => void = () => {};
@@ -102,6 +111,7 @@ export class Allocator {
   // ---- inputs ------------------------------------------------------------------------------
 
   onBackendHeartbeat(hb: control.Heartbeat, now: number): void {
+    this.heard(now);
     const idProblem = instanceIdProblem(hb.id);
     if (idProblem) {
       this.logger.warn({ problem: idProblem }, "ignored a backend heartbeat with a bad id");
@@ -134,6 +144,7 @@ export class Allocator {
   }
 
   onMemberHeartbeat(hb: control.Heartbeat, now: number): void {
+    this.heard(now);
     if (instanceIdProblem(hb.id)) return;
     this.members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, hb.role, now);
   }
@@ -145,6 +156,24 @@ export class Allocator {
     // a no-op. One older than the current assignment is about an earlier one.
     if (!a?.service || a.service !== event.service || Number(event.atUnixMs) < a.updatedAt) return;
     this.markReturned(event.backendId, { service: a.service, reason: event.reason || "returned itself", announce: false });
+  }
+
+  private heard(now: number): void {
+    if (this.deaf) {
+      this.deaf = false;
+      this.settleUntil = Math.max(this.settleUntil, now + this.options.settleMs);
+      this.logger.info({ silentMs: now - this.lastHeard, settleMs: this.options.settleMs }, "heartbeats are back; settling before any list change");
+    }
+    this.lastHeard = Math.max(this.lastHeard, now);
+  }
+
+  /** True (and lists frozen) while the allocator hears no heartbeat at all. */
+  isDeaf(now: number): boolean {
+    if (!this.deaf && this.lastHeard > 0 && now - this.lastHeard > this.options.deafAfterMs) {
+      this.deaf = true;
+      this.logger.warn({ silentMs: now - this.lastHeard }, "no heartbeat from anyone (NATS away?); lists frozen until heartbeats return");
+    }
+    return this.deaf;
   }
 
   private markReturned(backendId: string, pending: PendingReturn): void {
@@ -283,7 +312,7 @@ export class Allocator {
   }
 
   private async reconcileLocked(now: number): Promise<void> {
-    if (now < this.settleUntil) return;
+    if (this.isDeaf(now) || now < this.settleUntil) return;
     const gone = new Set(this.pool.takeGone(now));
     for (const id of gone) {
       const service = this.assignments.get(id)?.service ?? "";

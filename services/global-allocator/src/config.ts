@@ -21,9 +21,17 @@ export const allocatorConfig = z.object({
 export type AllocatorConfig = z.infer<typeof allocatorConfig>;
 
 /** The time constants with their defaults resolved. */
-export function timing(config: AllocatorConfig & { heartbeatMs: number }): { ttlMs: number; graceMs: number; settleMs: number } {
+export function timing(config: AllocatorConfig & { heartbeatMs: number }): {
+  ttlMs: number;
+  graceMs: number;
+  settleMs: number;
+  deafAfterMs: number;
+} {
   const ttlMs = config.backendTtlMs > 0 ? config.backendTtlMs : 3 * config.heartbeatMs;
   return {
+    // Two of the allocator's own heartbeat periods, capped below the ttl so deafness is noticed
+    // before the silence could be read as backends leaving.
+    deafAfterMs: Math.min(2 * config.heartbeatMs, 0.75 * ttlMs),
     ttlMs,
     graceMs: config.assignmentGraceMs > 0 ? config.assignmentGraceMs : ttlMs,
     settleMs: config.settleMs > 0 ? config.settleMs : ttlMs,

@@ -13,11 +13,12 @@ import { allocatorMetrics } from "./metrics.js";
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
   const registry = await Registry.open(nc, logger);
-  const { ttlMs, graceMs, settleMs } = timing(config);
+  const { ttlMs, graceMs, settleMs, deafAfterMs } = timing(config);
   const allocator = new Allocator(new RegistryActuator(registry, nc), logger.child({ component: "allocator" }), {
     ttlMs,
     graceMs,
     settleMs,
+    deafAfterMs,
     memberForgetMs: config.memberForgetMs,
     specDefaults: {
       initialBackends: config.defaultInitialBackends,
