@@ -1,1 +1,2 @@
+export * from "./pool-size.js";
 export * from "./static.js";

@@ -29,6 +29,12 @@ export interface ServicePlan {
   list: string[];
   /** What this policy would like the list to hold. */
   target: number;
+  /**
+   * Backends the service asks the pool to hold for it (what sizes the pool when the allocator
+   * drives an actuator). An uncapped service takes an equal share of whatever pool there is, so it
+   * asks only for what it keeps warm.
+   */
+  demand: number;
   /** What the service gets when the pool cannot give every service its target (max-min fair). */
   fairShare: number;
   /** Entries the frontends keep warm (their floor on n). */
@@ -165,6 +171,7 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
       name: s.name,
       list,
       target: targets.get(s.name) ?? 0,
+      demand: s.maxBackends > 0 ? (targets.get(s.name) ?? 0) : Math.max(s.minBackends, s.initialBackends),
       fairShare: shareOf(s.name),
       minWarm: Math.min(s.initialBackends, list.length),
       added: list.filter((b) => !before.has(b)),

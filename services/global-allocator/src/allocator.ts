@@ -53,6 +53,13 @@ export interface PoolSnapshot {
   listLengths: Map<string, number>;
 }
 
+/** What sizes the pool: the lists' demand and the free backends, as of the last control step. */
+export interface PoolView {
+  demand: number;
+  live: number;
+  free: { id: string; since: number }[];
+}
+
 const ev = control.PoolEventKind;
 
 /**
@@ -73,6 +80,12 @@ export class Allocator {
   private lastHeard = 0;
   private deaf = false;
   private planSeq = 0;
+  /** Free backends (in no list) and since when, as of the last control step. */
+  private readonly freeSince = new Map<string, number>();
+  private lastDemand = 0;
+  /** Backends being removed from the pool: never handed to a list again. */
+  private readonly retiring = new Set<string>();
+  private planned = false;
   /** Asks the control loop for a reconcile soon (membership changed). */
   wake: () => void = () => {};
 
@@ -162,7 +175,10 @@ export class Allocator {
     if (this.deaf) {
       this.deaf = false;
       this.settleUntil = Math.max(this.settleUntil, now + this.options.settleMs);
-      this.logger.info({ silentMs: now - this.lastHeard, settleMs: this.options.settleMs }, "heartbeats are back; settling before any list change");
+      this.logger.info(
+        { silentMs: now - this.lastHeard, settleMs: this.options.settleMs },
+        "heartbeats are back; settling before any list change",
+      );
     }
     this.lastHeard = Math.max(this.lastHeard, now);
   }
@@ -296,6 +312,21 @@ export class Allocator {
     };
   }
 
+  /** Backends the pool is about to lose: kept out of every list from now on. */
+  retire(ids: readonly string[]): void {
+    for (const id of ids) this.retiring.add(id);
+  }
+
+  /** The pool as the last control step saw it; undefined while the allocator cannot judge it (settling, deaf, no step yet). */
+  poolView(now: number): PoolView | undefined {
+    if (!this.planned || this.deaf || now < this.settleUntil) return undefined;
+    return {
+      demand: this.lastDemand,
+      live: this.pool.live(now).length,
+      free: [...this.freeSince].map(([id, since]) => ({ id, since })),
+    };
+  }
+
   // ---- the control step ----------------------------------------------------------------------
 
   /** One control step; failures (NATS away, a registry conflict) are logged and retried next period. */
@@ -315,6 +346,7 @@ export class Allocator {
     if (this.isDeaf(now) || now < this.settleUntil) return;
     const gone = new Set(this.pool.takeGone(now));
     for (const id of gone) {
+      this.retiring.delete(id);
       const service = this.assignments.get(id)?.service ?? "";
       this.logger.info({ backend: id, service }, "backend left the pool");
       this.actuator.poolEvent({
@@ -349,7 +381,7 @@ export class Allocator {
       freeBackends: this.pool
         .live(now)
         .map((m) => m.id)
-        .filter((id) => !inLists.has(id) || returned.has(id)),
+        .filter((id) => (!inLists.has(id) || returned.has(id)) && !this.retiring.has(id)),
       poolSize: this.pool.live(now).length,
     });
 
@@ -421,6 +453,11 @@ export class Allocator {
       const a = this.assignments.get(id);
       if (a?.service) await this.writeAssignment(id, "", null, now);
     }
+    const freeNow = new Set(decision.free);
+    for (const id of [...this.freeSince.keys()]) if (!freeNow.has(id)) this.freeSince.delete(id);
+    for (const id of freeNow) if (!this.freeSince.has(id)) this.freeSince.set(id, now);
+    this.lastDemand = [...decision.services.values()].reduce((sum, p) => sum + p.demand, 0);
+    this.planned = true;
 
     this.planSeq += 1;
     this.actuator.plan({

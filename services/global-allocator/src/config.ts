@@ -16,6 +16,19 @@ export const allocatorConfig = z.object({
   defaultInitialBackends: field.int(5, 0).describe("initial_backends of a spec that gives 0 (Swayam bootstraps with 5)"),
   defaultMinBackends: field.int(1, 0).describe("min_backends of a spec that gives 0"),
   defaultBurstFactor: field.number(2, 1).describe("burst_factor U of a spec that gives 0"),
+  poolActuator: z
+    .enum(["none", "local", "kubernetes"])
+    .default("none")
+    .describe("who grows and shrinks the backend pool: nobody (a fixed pool), local processes, or a Kubernetes workload"),
+  poolWorkload: field.string("deployment/backend").describe("kubernetes: the pool's workload, deployment/<name> or statefulset/<name>"),
+  poolNamespace: field.string("default").describe("kubernetes: the pool's namespace"),
+  poolBackendEntry: field
+    .optionalString()
+    .describe("local: the backend-worker's compiled entry (default: services/backend-worker/dist/main.js beside this service)"),
+  poolMinSize: field.int(1, 0).describe("the pool never shrinks below this many backends"),
+  poolMaxSize: field.int(16, 0).describe("the cluster's capacity in backends: the pool never grows beyond it"),
+  poolHeadroom: field.int(1, 0).describe("free backends kept on top of what the lists ask for"),
+  poolScaleDownDelayMs: field.ms(60_000).describe("a backend in no list this long may be removed from the pool"),
 });
 
 export type AllocatorConfig = z.infer<typeof allocatorConfig>;

@@ -9,6 +9,8 @@ import { collect } from "./collector.js";
 import { allocatorConfig, timing } from "./config.js";
 import { startControlLoop } from "./loop.js";
 import { allocatorMetrics } from "./metrics.js";
+import { createPoolActuator } from "./pool-actuator.js";
+import { PoolManager } from "./pool-manager.js";
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
@@ -31,9 +33,27 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
   const found = await readRegistry(registry);
   allocator.restore(found.services, found.assignments, Date.now());
 
-  const m = allocatorMetrics(metrics, allocator);
+  const actuator = createPoolActuator(config, ctx.id, logger);
+  const poolManager =
+    actuator &&
+    new PoolManager(
+      allocator,
+      actuator,
+      {
+        minSize: config.poolMinSize,
+        maxSize: config.poolMaxSize,
+        headroom: config.poolHeadroom,
+        scaleDownDelayMs: config.poolScaleDownDelayMs,
+      },
+      logger.child({ component: "pool" }),
+      { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
+    );
+  const m = allocatorMetrics(metrics, allocator, () => poolManager?.target);
   const subscriptions = collect(nc, allocator, logger, ctx.onGarbled);
-  const loop = startControlLoop(allocator, config.controlPeriodMs, (s) => m.reconcileSeconds.observe(s));
+  const loop = startControlLoop(allocator, config.controlPeriodMs, (s) => {
+    m.reconcileSeconds.observe(s);
+    void poolManager?.step(Date.now());
+  });
 
   const member = await serveMember(ctx, {
     role: "allocator",
@@ -51,6 +71,8 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
           for (const s of subscriptions) s.unsubscribe();
         },
       },
+      // Local backends are this process's children: they go with it. A Kubernetes pool stays.
+      { name: "pool", run: () => actuator?.close() },
     ],
   };
 });

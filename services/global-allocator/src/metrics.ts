@@ -1,7 +1,22 @@
-import { Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Allocator } from "./allocator.js";
 
-export function allocatorMetrics(registry: Registry, allocator: Allocator, now: () => number = Date.now) {
+export function allocatorMetrics(
+  registry: Registry,
+  allocator: Allocator,
+  poolTarget: () => number | undefined,
+  now: () => number = Date.now,
+) {
+  new Gauge({
+    name: "infergrid_allocator_pool_target_backends",
+    help: "Pool size last asked of the platform (absent without a pool actuator)",
+    registers: [registry],
+    collect() {
+      const target = poolTarget();
+      if (target === undefined) this.reset();
+      else this.set(target);
+    },
+  });
   new Gauge({
     name: "infergrid_allocator_pool_backends",
     help: "Live backends in the pool (free and assigned)",
@@ -29,6 +44,12 @@ export function allocatorMetrics(registry: Registry, allocator: Allocator, now: 
     },
   });
   return {
+    poolResizes: new Counter({
+      name: "infergrid_allocator_pool_resizes_total",
+      help: "Resizes of the backend pool asked of the platform",
+      labelNames: ["direction"],
+      registers: [registry],
+    }),
     reconcileSeconds: new Histogram({
       name: "infergrid_allocator_reconcile_seconds",
       help: "Time one control step took (plan and registry writes)",
