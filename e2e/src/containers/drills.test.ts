@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { repoRoot } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +17,7 @@ import { LoadWatch } from "./watch.js";
  *  - the time from the fault until SLA compliance (99% of a 40-request window within RT_max) is
  *    back and stays;
  *  - the state that must converge does: the frontends' n_F, the ordered lists, the pool.
- * The drill table goes to e2e/DRILLS.md.
+ * The drill table goes to docs/drills.md.
  */
 const SERVICE = "svc";
 const RT_MAX_MS = 400;
@@ -161,7 +161,8 @@ function writeTable(): void {
     `Run at ${new Date().toISOString()}.`,
     "",
   ];
-  writeFileSync(join(repoRoot, "e2e", "DRILLS.md"), lines.join("\n"));
+  mkdirSync(join(repoRoot, "docs"), { recursive: true });
+  writeFileSync(join(repoRoot, "docs", "drills.md"), lines.join("\n"));
 }
 
 describe.sequential("failure drills (containers)", () => {
