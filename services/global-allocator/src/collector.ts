@@ -2,17 +2,36 @@ import { subjects } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { type Logger, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
+import type { SignalBook } from "./signals.js";
 
-/** Feeds the allocator from NATS: heartbeats of every role, backend heartbeats, pool events. */
+/**
+ * Feeds the allocator from NATS: heartbeats of every role, backend heartbeats, pool events; and
+ * the signal book (what the slow loop plans from): forecasts and the frontends' load reports.
+ */
 export function collect(
   nc: NatsConnection,
   allocator: Allocator,
+  signals: SignalBook,
   logger: Logger,
   onGarbled: () => void,
   now: () => number = Date.now,
 ): Subscription[] {
   const log = logger.child({ component: "collector" });
+  const refused = (what: string, service: string, problem: string | undefined) => {
+    if (problem) log.warn({ service, problem }, `ignored a ${what}`);
+  };
   return [
+    subscribeMessages(nc, subjects.allForecasts, control.Forecast, log, (f) => refused("forecast", f.service, signals.onForecast(f)), {
+      onGarbled,
+    }),
+    subscribeMessages(
+      nc,
+      subjects.allLoad,
+      control.LoadReport,
+      log,
+      (r) => refused("load report", r.service, signals.onLoadReport(r, now())),
+      { onGarbled },
+    ),
     subscribeMessages(nc, subjects.heartbeatsOf("backend"), control.Heartbeat, log, (hb) => allocator.onBackendHeartbeat(hb, now()), {
       onGarbled,
     }),

@@ -11,6 +11,10 @@ import { startControlLoop } from "./loop.js";
 import { allocatorMetrics } from "./metrics.js";
 import { createPoolActuator } from "./pool-actuator.js";
 import { PoolManager } from "./pool-manager.js";
+import { SignalBook } from "./signals.js";
+
+/** Load reports are kept this long: the reactive step looks at the last control periods only. */
+const SIGNAL_KEEP_MS = 5 * 60_000;
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
@@ -49,7 +53,8 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
     );
   const m = allocatorMetrics(metrics, allocator, () => poolManager?.target);
-  const subscriptions = collect(nc, allocator, logger, ctx.onGarbled);
+  const signals = new SignalBook(SIGNAL_KEEP_MS);
+  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled);
   const loop = startControlLoop(allocator, config.controlPeriodMs, (s) => {
     m.reconcileSeconds.observe(s);
     void poolManager?.step(Date.now());

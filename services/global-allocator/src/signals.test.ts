@@ -1,0 +1,72 @@
+import { control } from "@infergrid/proto";
+import { describe, expect, it } from "vitest";
+import { SignalBook, violationRate } from "./signals.js";
+
+const report = (over: Partial<control.LoadReport.$Properties>) =>
+  control.LoadReport.create({
+    frontendId: "fe-1",
+    service: "resnet",
+    windowStartUnixMs: 0,
+    windowEndUnixMs: 10_000,
+    arrivals: 100,
+    completed: 100,
+    failed: 0,
+    withinSlo: 99,
+    serviceTimeMeanMs: 100,
+    ...over,
+  });
+
+describe("SignalBook", () => {
+  it("sums the frontends' reports after a time, weighting service times by completions", () => {
+    const book = new SignalBook(60_000);
+    expect(book.onLoadReport(report({ frontendId: "a", windowEndUnixMs: 10_000 }), 10_000)).toBeUndefined();
+    book.onLoadReport(
+      report({ frontendId: "a", windowEndUnixMs: 20_000, completed: 50, withinSlo: 40, failed: 2, serviceTimeMeanMs: 200 }),
+      20_000,
+    );
+    book.onLoadReport(report({ frontendId: "b", windowEndUnixMs: 20_000, completed: 150, withinSlo: 150, serviceTimeMeanMs: 100 }), 20_000);
+    const t = book.outcomes("resnet", 10_000);
+    expect(t).toMatchObject({ arrivals: 200, completed: 200, failed: 2, withinSlo: 190 });
+    expect(t.serviceTimeMeanMs).toBeCloseTo((50 * 200 + 150 * 100) / 200, 9);
+    // 10 late + 2 failed of 202 finished.
+    expect(violationRate(t)).toBeCloseTo(12 / 202, 9);
+    expect(book.outcomes("resnet", 0).arrivals).toBe(300);
+    expect(violationRate(book.outcomes("other", 0))).toBe(0);
+  });
+
+  it("forgets reports past the keep span", () => {
+    const book = new SignalBook(30_000);
+    book.onLoadReport(report({ windowEndUnixMs: 10_000 }), 10_000);
+    book.onLoadReport(report({ windowEndUnixMs: 50_000 }), 50_000);
+    expect(book.outcomes("resnet", 0).arrivals).toBe(100);
+    book.expire(100_000);
+    expect(book.services()).toEqual([]);
+  });
+
+  it("refuses malformed reports and forecasts with a reason, keeping what it had", () => {
+    const book = new SignalBook(60_000);
+    expect(book.onLoadReport(report({ service: "Bad Name!" }), 0)).toMatch(/service name/i);
+    expect(book.onLoadReport(report({ withinSlo: 101 }), 0)).toMatch(/more requests within the SLO/);
+    expect(book.onLoadReport(report({ serviceTimeMeanMs: Number.NaN }), 0)).toMatch(/missing or negative/);
+    expect(book.onLoadReport(report({ windowEndUnixMs: 0 }), 0)).toMatch(/missing or negative/);
+    const good = control.Forecast.create({
+      service: "resnet",
+      issuedAtUnixMs: 1000,
+      stepMs: 60_000,
+      steps: 2,
+      quantiles: [
+        { quantile: 0.9, ratePerS: [12, 14] },
+        { quantile: 0.5, ratePerS: [10, 11] },
+      ],
+      model: "nhits",
+      observedRatePerS: 9,
+    });
+    expect(book.onForecast(good)).toBeUndefined();
+    expect(book.onForecast(control.Forecast.create({ ...good, stepMs: 0 }))).toMatch(/step/);
+    expect(book.onForecast(control.Forecast.create({ ...good, quantiles: [{ quantile: 1.5, ratePerS: [1] }] }))).toMatch(/quantiles/);
+    expect(book.onForecast(control.Forecast.create({ ...good, quantiles: [{ quantile: 0.5, ratePerS: [-1] }] }))).toMatch(/quantiles/);
+    const f = book.forecast("resnet", 2000, 5000);
+    expect(f?.quantiles.map((q) => q.quantile)).toEqual([0.5, 0.9]);
+    expect(book.forecast("resnet", 10_000, 5000)).toBeUndefined();
+  });
+});

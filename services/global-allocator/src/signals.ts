@@ -1,0 +1,130 @@
+import { serviceNameProblem } from "@infergrid/control-plane";
+import type { control } from "@infergrid/proto";
+
+/** A forecast as the allocator plans from it: rates per step for each published quantile. */
+export interface ForecastView {
+  issuedAt: number;
+  stepMs: number;
+  observedRatePerS: number;
+  quantiles: { quantile: number; ratePerS: number[] }[];
+  model: string;
+}
+
+/** What the frontends saw of one service over a span of time, summed over frontends. */
+export interface OutcomeTotals {
+  arrivals: number;
+  completed: number;
+  failed: number;
+  withinSlo: number;
+  /** Mean service time the frontends measured, weighted by completions (0 = none measured). */
+  serviceTimeMeanMs: number;
+}
+
+interface Report {
+  end: number;
+  arrivals: number;
+  completed: number;
+  failed: number;
+  withinSlo: number;
+  serviceTimeMeanMs: number;
+}
+
+const finite = (x: unknown): number => (typeof x === "number" && Number.isFinite(x) && x >= 0 ? x : Number.NaN);
+
+/**
+ * The allocator's inputs from the data plane: the predictor's latest forecast per service and the
+ * frontends' load reports (each frontend reports its own share; sums are the service's totals).
+ * Malformed messages are refused with a reason, never half-applied. Pure: time comes in as `now`.
+ */
+export class SignalBook {
+  private readonly forecasts = new Map<string, ForecastView>();
+  private readonly reports = new Map<string, Report[]>();
+
+  constructor(private readonly keepMs: number) {}
+
+  onForecast(f: control.Forecast): string | undefined {
+    const problem = serviceNameProblem(f.service);
+    if (problem) return problem;
+    const stepMs = Number(f.stepMs);
+    const quantiles = f.quantiles.map((q) => ({ quantile: Number(q.quantile ?? Number.NaN), ratePerS: (q.ratePerS ?? []).map(finite) }));
+    if (!(stepMs > 0)) return `forecast step ${stepMs} ms must be positive`;
+    if (quantiles.length === 0) return "forecast has no quantiles";
+    if (quantiles.some((q) => !(q.quantile > 0 && q.quantile < 1) || q.ratePerS.length === 0 || q.ratePerS.some(Number.isNaN))) {
+      return "forecast quantiles must be in (0, 1) with non-negative finite rates";
+    }
+    this.forecasts.set(f.service, {
+      issuedAt: Number(f.issuedAtUnixMs),
+      stepMs,
+      observedRatePerS: Number.isFinite(f.observedRatePerS) ? Math.max(0, f.observedRatePerS) : 0,
+      quantiles: quantiles.sort((a, b) => a.quantile - b.quantile),
+      model: f.model,
+    });
+    return undefined;
+  }
+
+  onLoadReport(r: control.LoadReport, now: number): string | undefined {
+    const problem = serviceNameProblem(r.service);
+    if (problem) return problem;
+    const report: Report = {
+      end: Number(r.windowEndUnixMs),
+      arrivals: finite(Number(r.arrivals)),
+      completed: finite(Number(r.completed)),
+      failed: finite(Number(r.failed)),
+      withinSlo: finite(Number(r.withinSlo)),
+      serviceTimeMeanMs: finite(r.serviceTimeMeanMs),
+    };
+    if (Object.values(report).some(Number.isNaN) || !(report.end > 0)) return "load report has a missing or negative count";
+    if (report.withinSlo > report.completed) return "load report has more requests within the SLO than completed";
+    const list = (this.reports.get(r.service) ?? []).filter((x) => now - x.end <= this.keepMs);
+    list.push(report);
+    this.reports.set(r.service, list);
+    return undefined;
+  }
+
+  /** The latest forecast, if issued within `maxAgeMs`. */
+  forecast(service: string, now: number, maxAgeMs: number): ForecastView | undefined {
+    const f = this.forecasts.get(service);
+    return f && now - f.issuedAt <= maxAgeMs ? f : undefined;
+  }
+
+  /** Totals of the reports whose window ended after `since`. */
+  outcomes(service: string, since: number): OutcomeTotals {
+    const t = { arrivals: 0, completed: 0, failed: 0, withinSlo: 0, serviceTimeMeanMs: 0 };
+    let weighted = 0;
+    for (const r of this.reports.get(service) ?? []) {
+      if (r.end <= since) continue;
+      t.arrivals += r.arrivals;
+      t.completed += r.completed;
+      t.failed += r.failed;
+      t.withinSlo += r.withinSlo;
+      weighted += r.serviceTimeMeanMs * r.completed;
+    }
+    t.serviceTimeMeanMs = t.completed > 0 ? weighted / t.completed : 0;
+    return t;
+  }
+
+  /** Services that reported or were forecast recently. */
+  services(): string[] {
+    return [...new Set([...this.forecasts.keys(), ...this.reports.keys()])].sort();
+  }
+
+  forget(service: string): void {
+    this.forecasts.delete(service);
+    this.reports.delete(service);
+  }
+
+  /** Drops reports older than the keep span (each service's list is also trimmed as it grows). */
+  expire(now: number): void {
+    for (const [service, list] of this.reports) {
+      const kept = list.filter((r) => now - r.end <= this.keepMs);
+      if (kept.length === 0) this.reports.delete(service);
+      else this.reports.set(service, kept);
+    }
+  }
+}
+
+/** Share of a span's requests that missed the SLO or failed (0 when nothing finished). */
+export function violationRate(t: OutcomeTotals): number {
+  const finished = t.completed + t.failed;
+  return finished > 0 ? (t.completed - t.withinSlo + t.failed) / finished : 0;
+}
