@@ -1,6 +1,14 @@
 import { AllocatorAdminDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
-import { createClient, type grpc, unaryCall } from "@infergrid/runtime";
-import { eventually, type NatsServerHandle, type ServiceProcess, startAll, startNatsServer, startService } from "@infergrid/testkit";
+import { createClient, grpc, unaryCall } from "@infergrid/runtime";
+import {
+  eventually,
+  type NatsServerHandle,
+  type NatsServerOptions,
+  type ServiceProcess,
+  startAll,
+  startNatsServer,
+  startService,
+} from "@infergrid/testkit";
 
 /** Fast time constants so a test sees whole control cycles in seconds. */
 export const FAST = {
@@ -28,13 +36,23 @@ export interface ClusterShape {
   frontendEnv?: Record<string, string>;
   allocatorEnv?: Record<string, string>;
   brokerEnv?: Record<string, string>;
+  /** Given to every service (before the per-role env), e.g. NATS auth and TLS settings. */
+  env?: Record<string, string>;
+  /** Options of the nats-server (extra arguments for TLS and auth). */
+  nats?: NatsServerOptions;
+  /** Credentials of the test's own gRPC clients (brokerClient, adminClient); plaintext by default. */
+  grpcClient?: { credentials: grpc.ChannelCredentials; options?: grpc.ChannelOptions };
 }
 
 /** Starts NATS, the allocator, backends, frontends and a broker as real processes. */
 export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
-  const nats = await startNatsServer();
+  const nats = await startNatsServer(shape.nats);
   const started: ServiceProcess[] = [];
-  const env = (extra?: Record<string, string>) => ({ ...FAST, INFERGRID_NATS_URL: nats.url, ...extra });
+  const env = (extra?: Record<string, string>) => ({ ...FAST, INFERGRID_NATS_URL: nats.url, ...shape.env, ...extra });
+  const client = (address: string) =>
+    shape.grpcClient === undefined
+      ? createClient(address)
+      : new grpc.Client(address, shape.grpcClient.credentials, shape.grpcClient.options ?? {});
   try {
     const allocator = await startService("global-allocator", {
       env: env({ INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
@@ -58,8 +76,8 @@ export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
     const backends = up.slice(0, shape.backends);
     const frontends = up.slice(shape.backends, shape.backends + shape.frontends);
     const broker = up[up.length - 1] as ServiceProcess;
-    const brokerClient = createClient(broker.ready.grpcAddress ?? "");
-    const adminClient = createClient(allocator.ready.grpcAddress ?? "");
+    const brokerClient = client(broker.ready.grpcAddress ?? "");
+    const adminClient = client(allocator.ready.grpcAddress ?? "");
     return {
       nats,
       allocator,

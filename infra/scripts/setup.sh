@@ -24,6 +24,13 @@ if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ] &&
   as_root systemctl disable --now nats-server >/dev/null 2>&1 || true
 fi
 
+if ! command -v openssl >/dev/null 2>&1; then
+  # The TLS tests make a throwaway CA and certificates with the openssl CLI.
+  log "installing openssl (Debian package)"
+  as_root apt-get update -qq >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+fi
+
 stamp=node_modules/.infergrid-install-stamp
 if [ ! -f "$stamp" ] || [ pnpm-lock.yaml -nt "$stamp" ] || [ package.json -nt "$stamp" ]; then
   log "installing dependencies (pnpm install --frozen-lockfile)"

@@ -153,7 +153,9 @@ export function grpcTlsCredentials(tls: GrpcTls): {
 } {
   if (!tls.cert || !tls.key || !tls.ca) throw new Error("gRPC TLS needs a certificate, its key and a CA");
   return {
-    server: grpc.ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], false),
+    // true: a client must present a certificate that chains to the CA (without it, any TLS
+    // client at all, or one with a certificate from any CA, was served).
+    server: grpc.ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], true),
     client: grpc.credentials.createSsl(tls.ca, tls.key, tls.cert),
     // Peers are dialled by pod IP or container name; they all present a certificate for one
     // service name, checked instead of the dialled host.

@@ -40,11 +40,21 @@ export async function waitForPort(port: number, timeoutMs: number): Promise<bool
   return false;
 }
 
+export interface NatsServerOptions {
+  jetstream?: boolean;
+  /**
+   * More command-line arguments, e.g. TLS and auth:
+   * `["--tlsverify", "--tlscert", cert, "--tlskey", key, "--tlscacert", ca, "--user", u, "--pass", p]`.
+   * `url` stays `nats://127.0.0.1:<port>`: a client given `tls` options upgrades when the server requires it.
+   */
+  args?: readonly string[];
+}
+
 /**
  * A real nats-server with JetStream on a random loopback port, its store in a temp directory;
  * the port is read from the server's ports file (no guessing, no races).
  */
-export async function startNatsServer(options: { jetstream?: boolean } = {}): Promise<NatsServerHandle> {
+export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsServerHandle> {
   const bin = findNatsServer();
   const dir = mkdtempSync(join(tmpdir(), "ig-nats-"));
   let child: ChildProcess | undefined;
@@ -55,6 +65,7 @@ export async function startNatsServer(options: { jetstream?: boolean } = {}): Pr
     const portsDir = mkdtempSync(join(dir, "ports-"));
     const args = ["-a", "127.0.0.1", "-p", String(wantPort), "--ports_file_dir", portsDir];
     if (options.jetstream !== false) args.push("-js", "-sd", join(dir, "store"));
+    args.push(...(options.args ?? []));
     const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
     child = proc;
     proc.stderr?.on("data", (d: Buffer) => {
