@@ -10,3 +10,4 @@ export * from "./objectives.js";
 export * from "./published.js";
 export * from "./solver.js";
 export * from "./utility.js";
+export * from "./hybrid-loop.js";
