@@ -22,6 +22,8 @@ export interface AllocatorOptions {
   specDefaults: SpecDefaults;
   objective: string;
   policy: AllocationPolicy;
+  /** What the slow loop planned for a service, published with the plan. */
+  describe?: (service: string) => { predictedRatePerS: number } | undefined;
 }
 
 interface ServiceRecord {
@@ -467,7 +469,7 @@ export class Allocator {
         service: n,
         maxBackends: this.services.get(n)?.entry.backends.length ?? 0,
         minWarm: this.services.get(n)?.entry.minWarm ?? 0,
-        predictedRatePerS: 0,
+        predictedRatePerS: this.options.describe?.(n)?.predictedRatePerS ?? 0,
         utility: 0,
       })),
       poolSize: this.pool.live(now).length,

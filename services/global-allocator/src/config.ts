@@ -16,6 +16,22 @@ export const allocatorConfig = z.object({
   defaultInitialBackends: field.int(5, 0).describe("initial_backends of a spec that gives 0 (Swayam bootstraps with 5)"),
   defaultMinBackends: field.int(1, 0).describe("min_backends of a spec that gives 0"),
   defaultBurstFactor: field.number(2, 1).describe("burst_factor U of a spec that gives 0"),
+  policy: z
+    .enum(["static", "faro"])
+    .default("static")
+    .describe("how the pool is shared: static (capped or equal lists) or faro (the hybrid loop over forecasts and SLO violations)"),
+  objective: z
+    .enum(["sum", "fair", "fair-sum", "penalty-sum", "penalty-fair-sum"])
+    .default("penalty-fair-sum")
+    .describe("faro: the cluster objective the shares maximise"),
+  solvePeriodMs: field.ms(300_000).describe("faro: between predictive solves (Faro: 5 min)"),
+  reactiveTickMs: field.ms(10_000).describe("faro: period of the reactive stage; SLO violations are judged over each tick"),
+  reactiveTicks: field.int(3, 1).describe("faro: consecutive violating ticks before a service's share grows by one"),
+  planQuantile: field
+    .number(0.9, 0, 1)
+    .describe("faro: forecast quantile planned for (Faro's artifact: 0.6; 1 = the highest quantile published)"),
+  plannedColdStartMs: field.ms(10_000).describe("faro: capacity added now is planned to serve only after this"),
+  forecastMaxAgeMs: field.ms(120_000).describe("faro: a forecast older than this is not planned from (the observed rate is)"),
   poolActuator: z
     .enum(["none", "local", "kubernetes"])
     .default("none")

@@ -4,12 +4,18 @@ import type { Allocator } from "./allocator.js";
  * Runs a reconcile every period, and soon after the allocator asks for one (membership
  * changed); requests that arrive while one is pending are folded into it.
  */
-export function startControlLoop(allocator: Allocator, periodMs: number, onStep: (seconds: number) => void): { stop(): void } {
+export function startControlLoop(
+  allocator: Allocator,
+  periodMs: number,
+  onStep: (seconds: number) => void,
+  beforeStep: (now: number) => void = () => {},
+): { stop(): void } {
   let pending: NodeJS.Timeout | undefined;
   let stopped = false;
   const step = async () => {
     if (stopped) return;
     const start = performance.now();
+    beforeStep(Date.now());
     await allocator.reconcile(Date.now());
     onStep((performance.now() - start) / 1000);
   };

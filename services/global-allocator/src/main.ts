@@ -1,25 +1,55 @@
 import { planStaticAllocation } from "@infergrid/allocation";
 import { Registry, serveMember } from "@infergrid/control-plane";
+import type { ObjectiveSpec } from "@infergrid/faro";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { RegistryActuator, readRegistry } from "./actuator.js";
 import { adminHandlers } from "./admin.js";
 import { Allocator } from "./allocator.js";
 import { collect } from "./collector.js";
-import { allocatorConfig, timing } from "./config.js";
+import { type AllocatorConfig, allocatorConfig, timing } from "./config.js";
 import { startControlLoop } from "./loop.js";
 import { allocatorMetrics } from "./metrics.js";
+import { plannedSpec, SharePlanner } from "./planner.js";
 import { createPoolActuator } from "./pool-actuator.js";
 import { PoolManager } from "./pool-manager.js";
 import { SignalBook } from "./signals.js";
 
 /** Load reports are kept this long: the reactive step looks at the last control periods only. */
 const SIGNAL_KEEP_MS = 5 * 60_000;
+/** Planned service time of a service with no profile in its spec and no measurements yet. */
+const DEFAULT_SERVICE_TIME_MS = 100;
+
+const OBJECTIVES: Record<AllocatorConfig["objective"], ObjectiveSpec> = {
+  sum: { kind: "sum" },
+  fair: { kind: "fair" },
+  "fair-sum": { kind: "fairSum" },
+  "penalty-sum": { kind: "penaltySum" },
+  "penalty-fair-sum": { kind: "penaltyFairSum" },
+};
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
   const registry = await Registry.open(nc, logger);
   const { ttlMs, graceMs, settleMs, deafAfterMs } = timing(config);
+  const signals = new SignalBook(SIGNAL_KEEP_MS);
+  const planner =
+    config.policy === "faro"
+      ? new SharePlanner(
+          signals,
+          {
+            objective: OBJECTIVES[config.objective],
+            solvePeriodMs: config.solvePeriodMs,
+            tickMs: config.reactiveTickMs,
+            reactiveTicks: config.reactiveTicks,
+            plan: config.planQuantile >= 1 ? { kind: "max" } : { kind: "quantile", q: config.planQuantile },
+            coldStartMs: config.plannedColdStartMs,
+            forecastMaxAgeMs: config.forecastMaxAgeMs,
+            defaultServiceTimeMs: DEFAULT_SERVICE_TIME_MS,
+          },
+          logger.child({ component: "planner" }),
+        )
+      : undefined;
   const allocator = new Allocator(new RegistryActuator(registry, nc), logger.child({ component: "allocator" }), {
     ttlMs,
     graceMs,
@@ -31,8 +61,9 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       minBackends: config.defaultMinBackends,
       burstFactor: config.defaultBurstFactor,
     },
-    objective: "static",
-    policy: planStaticAllocation,
+    objective: planner ? `faro/${config.objective}` : "static",
+    policy: planner?.policy ?? planStaticAllocation,
+    ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),
   });
   const found = await readRegistry(registry);
   allocator.restore(found.services, found.assignments, Date.now());
@@ -53,12 +84,23 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
     );
   const m = allocatorMetrics(metrics, allocator, () => poolManager?.target);
-  const signals = new SignalBook(SIGNAL_KEEP_MS);
   const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled);
-  const loop = startControlLoop(allocator, config.controlPeriodMs, (s) => {
-    m.reconcileSeconds.observe(s);
-    void poolManager?.step(Date.now());
-  });
+  const loop = startControlLoop(
+    allocator,
+    config.controlPeriodMs,
+    (s) => {
+      m.reconcileSeconds.observe(s);
+      void poolManager?.step(Date.now());
+    },
+    (now) => {
+      if (!planner) return;
+      signals.expire(now);
+      const specs = allocator.listServices().flatMap((e) => (e.spec ? [plannedSpec(e.spec)] : []));
+      // With an actuator the pool can grow to the cluster's size; without, the pool is what there is.
+      const capacity = actuator ? config.poolMaxSize : allocator.snapshot(now).poolSize;
+      planner.tick(now, specs, capacity);
+    },
+  );
 
   const member = await serveMember(ctx, {
     role: "allocator",
