@@ -31,7 +31,24 @@ describe("global-allocator --policy faro (real nats-server, real processes)", ()
     sla: { latencyThresholdMs: 400, percentile: 99, burstFactor: 2 },
     initialBackends: 1,
   });
+  let source: "forecasts" | "reports" = "forecasts";
   const publishForecasts = () => {
+    if (source === "reports") {
+      // The frontends' reports alone (the predictor is away): 250 ms windows at the given rate.
+      const end = Date.now();
+      for (const [service, rate] of rates)
+        publishMessage(nc, subjects.load(service), control.LoadReport, {
+          frontendId: "fe-test",
+          service,
+          windowStartUnixMs: end - 250,
+          windowEndUnixMs: end,
+          arrivals: Math.round(rate / 4),
+          completed: Math.round(rate / 4),
+          withinSlo: Math.round(rate / 4),
+          serviceTimeMeanMs: 100,
+        });
+      return;
+    }
     for (const [service, rate] of rates)
       publishMessage(nc, subjects.forecast(service), control.Forecast, {
         service,
@@ -59,6 +76,7 @@ describe("global-allocator --policy faro (real nats-server, real processes)", ()
         INFERGRID_SOLVE_PERIOD_MS: "1000",
         INFERGRID_REACTIVE_TICK_MS: "500",
         INFERGRID_PLANNED_COLD_START_MS: "0",
+        INFERGRID_FORECAST_MAX_AGE_MS: "1500",
         INFERGRID_POOL_ACTUATOR: "local",
         INFERGRID_POOL_MIN_SIZE: "2",
         INFERGRID_POOL_MAX_SIZE: "6",
@@ -110,5 +128,20 @@ describe("global-allocator --policy faro (real nats-server, real processes)", ()
     expect(l.pool).toBeLessThanOrEqual(6);
     const metrics = await fetch(`http://${allocator.ready.metricsAddress}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/infergrid_allocator_service_list_length\{[^}]*service="svc-b"[^}]*\} [4-6]/);
+  }, 60_000);
+
+  it("plans from the frontends' observed rates when forecasts stop (predictor away)", async () => {
+    source = "reports";
+    rates.set("svc-a", 30);
+    rates.set("svc-b", 2);
+    const l = await eventually(
+      "svc-a's list the longer again, from load reports alone",
+      async () => {
+        const x = await lengths();
+        return x.a >= 4 && x.b <= 2 ? x : undefined;
+      },
+      40_000,
+    );
+    expect(l.a + l.b).toBeLessThanOrEqual(6);
   }, 60_000);
 });
