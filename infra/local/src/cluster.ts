@@ -20,6 +20,11 @@ export const DEMO_TIMING = {
   scaleInCooldownMs: 15_000,
   predictorWindowMs: 5_000,
   brokerFrontendTtlMs: 1_500,
+  /** The Faro loop at demo speed: a solve every 6 predictor windows, violations judged every 2 s. */
+  solvePeriodMs: 30_000,
+  reactiveTickMs: 2_000,
+  forecastMaxAgeMs: 15_000,
+  plannedColdStartMs: 1_000,
 } as const;
 
 export interface ClusterShape {
@@ -64,7 +69,19 @@ export function serviceEnv(
   };
   switch (role) {
     case "allocator":
-      return { ...common, INFERGRID_CONTROL_PERIOD_MS: String(DEMO_TIMING.allocatorControlPeriodMs) };
+      return {
+        ...common,
+        INFERGRID_CONTROL_PERIOD_MS: String(DEMO_TIMING.allocatorControlPeriodMs),
+        ...(shape.policy === "infergrid"
+          ? {
+              INFERGRID_POLICY: "faro",
+              INFERGRID_SOLVE_PERIOD_MS: String(DEMO_TIMING.solvePeriodMs),
+              INFERGRID_REACTIVE_TICK_MS: String(DEMO_TIMING.reactiveTickMs),
+              INFERGRID_FORECAST_MAX_AGE_MS: String(DEMO_TIMING.forecastMaxAgeMs),
+              INFERGRID_PLANNED_COLD_START_MS: String(DEMO_TIMING.plannedColdStartMs),
+            }
+          : {}),
+      };
     case "predictor":
       return { ...common, INFERGRID_WINDOW_MS: String(DEMO_TIMING.predictorWindowMs) };
     case "backend":
@@ -77,7 +94,7 @@ export function serviceEnv(
     case "frontend":
       return {
         ...common,
-        INFERGRID_SCALING: shape.policy === "swayam" ? "swayam" : "static",
+        INFERGRID_SCALING: shape.policy === "swayam" || shape.policy === "infergrid" ? "swayam" : "static",
         INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs),
         INFERGRID_AUTOSCALE_MS: String(DEMO_TIMING.autoscaleMs),
         INFERGRID_LOAD_REPORT_MS: String(DEMO_TIMING.loadReportMs),

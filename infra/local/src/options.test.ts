@@ -96,7 +96,7 @@ describe("parseOptions", () => {
     [["--from-minute", "-1"], "must be an integer >= 0"],
     [["--minutes", "0"], "must be an integer >= 1"],
     [["--duration", ""], "must be a number > 0"],
-    [["--policy", "faro"], "Allowed choices are swayam, static"],
+    [["--policy", "faro"], "Allowed choices are swayam, infergrid, static"],
     [["--log-level", "loud"], "Allowed choices are trace"],
     [["--trace", "t.csv", "--jobs", "a,a"], "names a job twice"],
     [["--trace", "t.csv", "--jobs", ","], "must name at least one job"],

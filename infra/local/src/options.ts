@@ -1,7 +1,11 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 
-/** swayam: the frontends' model-based n; static: n = the allocator's min_warm; fixed-peak: every service's n fixed at what its peak needs. */
-export type ScalingPolicy = "swayam" | "static" | "fixed-peak";
+/**
+ * swayam: the frontends' model-based n inside the allocator's static split; infergrid: the same
+ * frontends inside shares the allocator's Faro loop plans from the predictor's forecasts; static:
+ * n = the allocator's min_warm; fixed-peak: every service's n fixed at what its peak needs.
+ */
+export type ScalingPolicy = "swayam" | "infergrid" | "static" | "fixed-peak";
 
 export interface Options {
   trace: string | undefined;
@@ -105,9 +109,9 @@ export function buildProgram(): Command {
     .addOption(
       new Option(
         "--policy <name>",
-        "swayam (model-based autoscaling), static (the allocator's split), fixed-peak (each service sized for its peak)",
+        "swayam (model-based autoscaling in a static split), infergrid (the same inside forecast-planned shares), static (the allocator's split), fixed-peak (each service sized for its peak)",
       )
-        .choices(["swayam", "static", "fixed-peak"])
+        .choices(["swayam", "infergrid", "static", "fixed-peak"])
         .default("swayam"),
     )
     .option("--seed <n>", "seed of the synthetic trace and of the arrival times", int(0, "an integer >= 0"), 1)

@@ -151,14 +151,23 @@ export class SharePlanner {
     }
   }
 
-  /** The allocation policy: the static planner with each list capped at the service's share. */
+  /**
+   * The allocation policy: the static planner with each list capped at the service's share plus
+   * its part of the pool the shares leave over. Backends already in the pool cost nothing until a
+   * frontend warms one, so the leftover goes to the lists as burst room (in proportion to the
+   * shares) instead of idling; the shares alone are what the pool is sized for.
+   */
   readonly policy = (input: AllocationInput): AllocationDecision => {
     if (this.shares.size === 0) return planStaticAllocation(input);
+    const shares = input.services.map((s) => this.shares.get(s.name)?.share ?? 0);
+    const caps = input.services.map((s) => (s.maxBackends > 0 ? Math.max(s.maxBackends, s.minBackends) : Number.POSITIVE_INFINITY));
+    const lengths = withLeftover(shares, input.poolSize, caps);
     const decision = planStaticAllocation({
       ...input,
-      services: input.services.map((s) => {
+      services: input.services.map((s, j) => {
         const p = this.shares.get(s.name);
-        return p ? { ...s, maxBackends: Math.max(1, p.share), minBackends: Math.min(s.minBackends, p.share) } : s;
+        const length = lengths[j] ?? 0;
+        return p ? { ...s, maxBackends: Math.max(1, length), minBackends: Math.min(s.minBackends, length) } : s;
       }),
     });
     for (const [name, plan] of decision.services) {
@@ -236,6 +245,37 @@ interface ServiceInput {
   violating: boolean;
   stepMs: number;
   forecast?: ServiceForecast;
+}
+
+/**
+ * Shares plus the pool they leave over, split in proportion to the shares (largest remainders
+ * first), each within its cap.
+ */
+export function withLeftover(shares: readonly number[], pool: number, caps: readonly number[]): number[] {
+  const lengths = shares.map((s, j) => Math.min(s, caps[j] ?? Number.POSITIVE_INFINITY));
+  let left = pool - lengths.reduce((a, b) => a + b, 0);
+  while (left > 0) {
+    const open = lengths.map((l, j) => j).filter((j) => (lengths[j] ?? 0) < (caps[j] ?? Number.POSITIVE_INFINITY));
+    const weight = open.reduce((a, j) => a + Math.max(shares[j] ?? 0, 1), 0);
+    if (open.length === 0 || weight === 0) break;
+    const quota = open.map((j) => (left * Math.max(shares[j] ?? 0, 1)) / weight);
+    let given = 0;
+    open.forEach((j, i) => {
+      const add = Math.min(Math.floor(quota[i] ?? 0), (caps[j] ?? Number.POSITIVE_INFINITY) - (lengths[j] ?? 0));
+      lengths[j] = (lengths[j] ?? 0) + add;
+      given += add;
+    });
+    if (given === 0) {
+      // Less than one each: the largest remainders, then the larger shares.
+      const order = open
+        .map((j, i) => ({ j, r: (quota[i] ?? 0) - Math.floor(quota[i] ?? 0) }))
+        .sort((a, b) => b.r - a.r || (shares[b.j] ?? 0) - (shares[a.j] ?? 0) || a.j - b.j);
+      for (const { j } of order.slice(0, left)) lengths[j] = (lengths[j] ?? 0) + 1;
+      given = Math.min(left, order.length);
+    }
+    left -= given;
+  }
+  return lengths;
 }
 
 function flat(rate: number, steps: number): ServiceForecast {
