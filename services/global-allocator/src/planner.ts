@@ -255,7 +255,7 @@ export function withLeftover(shares: readonly number[], pool: number, caps: read
   const lengths = shares.map((s, j) => Math.min(s, caps[j] ?? Number.POSITIVE_INFINITY));
   let left = pool - lengths.reduce((a, b) => a + b, 0);
   while (left > 0) {
-    const open = lengths.map((l, j) => j).filter((j) => (lengths[j] ?? 0) < (caps[j] ?? Number.POSITIVE_INFINITY));
+    const open = lengths.map((_, j) => j).filter((j) => (lengths[j] ?? 0) < (caps[j] ?? Number.POSITIVE_INFINITY));
     const weight = open.reduce((a, j) => a + Math.max(shares[j] ?? 0, 1), 0);
     if (open.length === 0 || weight === 0) break;
     const quota = open.map((j) => (left * Math.max(shares[j] ?? 0, 1)) / weight);
