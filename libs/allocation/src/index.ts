@@ -1,2 +1,3 @@
 export * from "./pool-size.js";
+export * from "./share-controller.js";
 export * from "./static.js";

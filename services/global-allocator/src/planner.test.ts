@@ -1,7 +1,8 @@
+import { withLeftover } from "@infergrid/allocation";
 import { control } from "@infergrid/proto";
 import { createLogger } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
-import { type PlannedSpec, type PlannerOptions, plannedSpec, SharePlanner, withLeftover } from "./planner.js";
+import { type PlannedSpec, type PlannerOptions, plannedSpec, SharePlanner } from "./planner.js";
 import { SignalBook } from "./signals.js";
 
 const logger = createLogger("test", "planner-test", "silent");
@@ -116,16 +117,6 @@ describe("SharePlanner", () => {
     // The pool is sized for the shares, not the lengths.
     expect(decision.services.get("a")?.demand).toBe(a);
     for (const n of ["a", "b"]) expect(decision.minWarm.get(n) ?? 0).toBeLessThanOrEqual(decision.lists.get(n)?.length ?? 0);
-  });
-
-  it("hands the leftover pool out in proportion to the shares, within caps", () => {
-    expect(withLeftover([4, 2], 12, [Infinity, Infinity])).toEqual([8, 4]);
-    expect(withLeftover([4, 2], 12, [5, Infinity])).toEqual([5, 7]);
-    // 1 left for two equal shares: one of them gets it, the total is the pool.
-    expect(withLeftover([3, 3], 7, [Infinity, Infinity]).reduce((x, y) => x + y, 0)).toBe(7);
-    // Shares beyond the pool (the pool shrank): nothing added, nothing taken here.
-    expect(withLeftover([5, 5], 8, [Infinity, Infinity])).toEqual([5, 5]);
-    expect(withLeftover([2, 2], 10, [2, 2])).toEqual([2, 2]);
   });
 
   it("falls back to the static split when the minimums do not fit the capacity", () => {
