@@ -90,7 +90,7 @@ export class SharePlanner {
     }
     const outcome = this.controller.tick(
       now,
-      services.map((s, j) => inputs[j]?.service as ShareService),
+      inputs.map((i) => i.service),
       inputs.map((i) => i.signal),
       capacity,
     );
