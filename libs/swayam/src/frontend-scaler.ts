@@ -72,6 +72,14 @@ export class FrontendScaler {
   /** A frozen copy of the samples, renewed every `refreshEvery` new ones: the model caches per object. */
   private snapshot: ServiceTime | undefined;
   private samplesSinceSnapshot = 0;
+  /**
+   * The snapshot's samples in ascending order, and what came and went since. Renewing a snapshot merges these
+   * few changes into it (linear) instead of sorting every sample again, which was the largest single cost of
+   * a simulated day; the model skips its own sort for input that is already in order.
+   */
+  private sortedSnapshot: number[] | undefined;
+  private added: number[] = [];
+  private evicted: number[] = [];
   private state: ScaleState | undefined;
   private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs">> & { rateBucketMs: number | undefined };
 
@@ -112,8 +120,14 @@ export class FrontendScaler {
     if (computeMs === undefined || !(computeMs >= 0)) return;
     if (this.samples.length < this.opts.maxSamples) this.samples.push(computeMs);
     else {
+      if (this.sortedSnapshot !== undefined) this.evicted.push(this.samples[this.sampleCursor] as number);
       this.samples[this.sampleCursor] = computeMs;
       this.sampleCursor = (this.sampleCursor + 1) % this.opts.maxSamples;
+    }
+    if (this.sortedSnapshot !== undefined) {
+      this.added.push(computeMs);
+      // Past half the buffer a merge saves little, and a sample added after the snapshot could be evicted again.
+      if (this.added.length > this.opts.maxSamples / 2) this.forgetSorted();
     }
     this.samplesSinceSnapshot += 1;
   }
@@ -121,7 +135,12 @@ export class FrontendScaler {
   serviceTime(prior?: Lognormal): ServiceTime {
     if (this.samples.length >= this.opts.minEmpiricalSamples) {
       if (this.snapshot?.kind !== "empirical" || this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)) {
-        this.snapshot = { kind: "empirical", samplesMs: this.samples.slice() };
+        const base = this.sortedSnapshot;
+        const sorted = (base && mergeSorted(base, this.added, this.evicted)) ?? Array.from(Float64Array.from(this.samples).sort());
+        this.sortedSnapshot = sorted;
+        this.added = [];
+        this.evicted = [];
+        this.snapshot = { kind: "empirical", samplesMs: sorted };
         this.samplesSinceSnapshot = 0;
       }
       return this.snapshot;
@@ -130,6 +149,12 @@ export class FrontendScaler {
     const fitted = this.samples.length >= 10 ? fitLognormal(this.samples) : undefined;
     if (fitted) return { kind: "lognormal", dist: fitted };
     return { kind: "empirical", samplesMs: [this.opts.defaultServiceMs] };
+  }
+
+  private forgetSorted(): void {
+    this.sortedSnapshot = undefined;
+    this.added = [];
+    this.evicted = [];
   }
 
   decide(now: number, inputs: FrontendScaleInputs): FrontendScaleOutcome {
@@ -167,4 +192,35 @@ export class FrontendScaler {
       sizing: decision.sizing,
     };
   }
+}
+
+const ascending = (a: number, b: number) => a - b;
+
+/**
+ * `base` (ascending) with the values of `removed` taken out and those of `added` put in, ascending; undefined if
+ * a removed value is not in base (the caller then sorts from scratch). Values are finite, so a - b orders them
+ * as a typed-array sort does.
+ */
+export function mergeSorted(base: readonly number[], added: readonly number[], removed: readonly number[]): number[] | undefined {
+  const add = added.slice().sort(ascending);
+  const del = removed.slice().sort(ascending);
+  const out: number[] = [];
+  let a = 0;
+  let d = 0;
+  for (const v of base) {
+    const r = del[d];
+    if (r !== undefined && r <= v) {
+      if (r < v) return undefined;
+      d++;
+      continue;
+    }
+    for (let x = add[a]; x !== undefined && x < v; x = add[a]) {
+      out.push(x);
+      a++;
+    }
+    out.push(v);
+  }
+  if (d < del.length) return undefined;
+  for (; a < add.length; a++) out.push(add[a] as number);
+  return out;
 }
