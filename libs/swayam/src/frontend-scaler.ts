@@ -77,7 +77,7 @@ export class FrontendScaler {
    * few changes into it (linear) instead of sorting every sample again, which was the largest single cost of
    * a simulated day; the model skips its own sort for input that is already in order.
    */
-  private sortedSnapshot: number[] | undefined;
+  private sortedSnapshot: Float64Array | undefined;
   private added: number[] = [];
   private evicted: number[] = [];
   private state: ScaleState | undefined;
@@ -136,7 +136,7 @@ export class FrontendScaler {
     if (this.samples.length >= this.opts.minEmpiricalSamples) {
       if (this.snapshot?.kind !== "empirical" || this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)) {
         const base = this.sortedSnapshot;
-        const sorted = (base && mergeSorted(base, this.added, this.evicted)) ?? Array.from(Float64Array.from(this.samples).sort());
+        const sorted = (base && mergeSorted(base, this.added, this.evicted)) ?? Float64Array.from(this.samples).sort();
         this.sortedSnapshot = sorted;
         this.added = [];
         this.evicted = [];
@@ -194,33 +194,34 @@ export class FrontendScaler {
   }
 }
 
-const ascending = (a: number, b: number) => a - b;
-
 /**
  * `base` (ascending) with the values of `removed` taken out and those of `added` put in, ascending; undefined if
- * a removed value is not in base (the caller then sorts from scratch). Values are finite, so a - b orders them
- * as a typed-array sort does.
+ * a removed value is not in base (the caller then sorts from scratch). Typed arrays throughout: building a
+ * plain array element by element, or sorting one with a comparator, cost as much as the sort this replaces.
  */
-export function mergeSorted(base: readonly number[], added: readonly number[], removed: readonly number[]): number[] | undefined {
-  const add = added.slice().sort(ascending);
-  const del = removed.slice().sort(ascending);
-  const out: number[] = [];
+export function mergeSorted(base: Float64Array, added: readonly number[], removed: readonly number[]): Float64Array | undefined {
+  const add = Float64Array.from(added).sort();
+  const del = Float64Array.from(removed).sort();
+  const nAdd = add.length;
+  const nDel = del.length;
+  const out = new Float64Array(base.length + nAdd - nDel);
+  let o = 0;
   let a = 0;
   let d = 0;
-  for (const v of base) {
-    const r = del[d];
-    if (r !== undefined && r <= v) {
+  for (let i = 0; i < base.length; i++) {
+    const v = base[i] as number;
+    if (d < nDel) {
+      const r = del[d] as number;
       if (r < v) return undefined;
-      d++;
-      continue;
+      if (r === v) {
+        d++;
+        continue;
+      }
     }
-    for (let x = add[a]; x !== undefined && x < v; x = add[a]) {
-      out.push(x);
-      a++;
-    }
-    out.push(v);
+    while (a < nAdd && (add[a] as number) < v) out[o++] = add[a++] as number;
+    out[o++] = v;
   }
-  if (d < del.length) return undefined;
-  for (; a < add.length; a++) out.push(add[a] as number);
+  if (d < nDel) return undefined;
+  while (a < nAdd) out[o++] = add[a++] as number;
   return out;
 }

@@ -15,7 +15,7 @@
  */
 import { type Lognormal, lognormalCdf, lognormalMean } from "@infergrid/core";
 
-export type ServiceTime = { kind: "lognormal"; dist: Lognormal } | { kind: "empirical"; samplesMs: readonly number[] };
+export type ServiceTime = { kind: "lognormal"; dist: Lognormal } | { kind: "empirical"; samplesMs: readonly number[] | Float64Array };
 
 export interface SizingParams {
   /** Global arrival rate in requests per second, already multiplied by n_F and by the burst factor U. */
@@ -109,7 +109,8 @@ function prepare(s: ServiceTime): PreparedServiceTime {
   if (cached !== undefined && cached.length === length) return cached;
   if (length === 0) throw new RangeError("empirical service time needs at least one sample");
   // FrontendScaler hands over its samples in order already; checking is linear, sorting is not.
-  const sorted = isAscending(s.samplesMs) ? s.samplesMs.slice() : Array.from(Float64Array.from(s.samplesMs).sort());
+  const sorted = s.samplesMs instanceof Float64Array ? s.samplesMs.slice() : Float64Array.from(s.samplesMs);
+  if (!isAscending(sorted)) sorted.sort();
   let sum = 0;
   for (const x of sorted) sum += x;
   const p = {
@@ -149,13 +150,13 @@ function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid 
 const NO_LAST_GRID = { lastGrid: undefined, lastBudget: Number.NaN, lastCost: Number.NaN } as const;
 
 /** In ascending order (NaN anywhere fails, so such input takes the typed-array sort, which puts NaN last). */
-function isAscending(xs: readonly number[]): boolean {
+function isAscending(xs: Float64Array): boolean {
   for (let i = 1; i < xs.length; i++) if (!((xs[i - 1] as number) <= (xs[i] as number))) return false;
   return xs.length === 0 || !Number.isNaN(xs[0]);
 }
 
 /** Number of elements <= x in a sorted array. */
-function upperBound(sorted: readonly number[], x: number): number {
+function upperBound(sorted: Float64Array, x: number): number {
   let lo = 0;
   let hi = sorted.length;
   while (lo < hi) {
