@@ -119,9 +119,10 @@ export class SwayamCluster implements ClusterModel {
             // As services/frontend SwayamScaler: one regression point per tenth of a window, at least 1 s.
             rateBucketMs: Math.min(s.rateWindowMs, Math.max(1000, s.rateWindowMs / 10)),
             scaleInCooldownMs: s.scaleInCooldownMs,
-            probeCostMs: 2 * c.hopMs + s.retryGapMs,
-            fixedDelayMs: 2 * c.hopMs,
+            probeCostMs: (s.modelRttMs ?? 2 * c.hopMs) + s.retryGapMs,
+            fixedDelayMs: s.modelRttMs ?? 2 * c.hopMs,
             initialN,
+            ...(s.countingLeadMs ? { countingSince: -s.countingLeadMs } : {}),
           }),
         );
         this.nCache[f * this.J + j] = initialN;

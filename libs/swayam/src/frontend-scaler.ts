@@ -36,6 +36,8 @@ export interface FrontendScalerOptions {
   defaultServiceMs?: number;
   /** Initial n before the first decision (Swayam bootstraps with a few warm backends). */
   initialN?: number;
+  /** When arrival counting began (ms); default: the first arrival (libs/swayam RateHistory origin). */
+  countingSince?: number;
 }
 
 export interface ServiceSla {
@@ -81,7 +83,7 @@ export class FrontendScaler {
   private added: number[] = [];
   private evicted: number[] = [];
   private state: ScaleState | undefined;
-  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs">> & { rateBucketMs: number | undefined };
+  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs" | "countingSince">> & { rateBucketMs: number | undefined };
 
   constructor(options: FrontendScalerOptions) {
     this.opts = {
@@ -101,6 +103,7 @@ export class FrontendScaler {
       windowMs: this.opts.rateWindowMs,
       historyMs: this.opts.rateHistoryMs,
       ...(this.opts.rateBucketMs === undefined ? {} : { bucketMs: this.opts.rateBucketMs }),
+      ...(options.countingSince === undefined ? {} : { origin: options.countingSince }),
     });
     this.frontends = new FrontendCountEstimator({ freshnessMs: this.opts.tSetupMs });
   }
