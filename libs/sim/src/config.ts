@@ -59,6 +59,17 @@ export interface SwayamSettings {
   rateWindowMs: number;
   rateHistoryMs: number;
   scaleInCooldownMs: number;
+  /**
+   * How long the frontends counted arrivals before the run's first one (0 or undefined: counting starts with it).
+   * infra/local's readiness probes reach the frontends a few seconds before its load, so their first rate
+   * windows hold that quiet, and the regression sees the load's onset as a steep ramp.
+   */
+  countingLeadMs?: number;
+  /**
+   * d1 + d2 as the frontends' sizing model assumes it (services/frontend networkRttMs); undefined: 2 x hopMs,
+   * the simulated round trip. They differ when hopMs stands for a measured overhead the services do not configure.
+   */
+  modelRttMs?: number;
   /** The static allocator's inputs: each job's list length (0 = an equal share) and its warm floor. */
   listLengths: number[];
   minWarm: number[];

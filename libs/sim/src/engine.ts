@@ -34,7 +34,12 @@ export class RequestTable {
   frontend = new Int32Array(1024);
   target = new Int32Array(1024);
   attempts = new Int32Array(1024);
-  /** Per-request sets of list indices already tried (Swayam mode), allocated only on a refusal. */
+  /** Full rounds over the prefix that all refused (Swayam mode: the frontend backs off longer after each). */
+  rounds = new Int32Array(1024);
+  /**
+   * Per-request sets of list indices already tried (Swayam mode), allocated on a slot's first refusal and kept
+   * with the slot (emptied on release), so a busy run does not make a set per refused request.
+   */
   excluded: (Set<number> | undefined)[] = [];
   private free: number[] = [];
   private next = 0;
@@ -50,7 +55,7 @@ export class RequestTable {
 
   release(id: number): void {
     this.inFlight--;
-    this.excluded[id] = undefined;
+    this.excluded[id]?.clear();
     this.free.push(id);
   }
 
@@ -72,6 +77,7 @@ export class RequestTable {
     this.frontend = i32(this.frontend);
     this.target = i32(this.target);
     this.attempts = i32(this.attempts);
+    this.rounds = i32(this.rounds);
   }
 }
 
@@ -175,6 +181,7 @@ export class Simulation {
         this.requests.arrival[req] = t;
         this.requests.job[req] = job;
         this.requests.attempts[req] = 0;
+        this.requests.rounds[req] = 0;
         this.requests.service[req] = (this.samplers[job] as ServiceSampler)(this.serviceRandom);
         this.metrics.arrival(job, t);
         this.arrivals++;

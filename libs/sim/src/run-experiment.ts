@@ -9,7 +9,7 @@ import { planStaticAllocation } from "@infergrid/allocation";
 import { seededRandom } from "@infergrid/core";
 import { jobCounts, readTraceFile, selectJobs, sliceMinutes, type Trace } from "@infergrid/workload";
 import type { JobSpec, SimConfig } from "./config.js";
-import type { Experiment } from "./experiments.js";
+import { type Experiment, PAPER_SWAYAM_TIMING } from "./experiments.js";
 import { buildPolicy, type PolicyContext, type PolicyName, peakSizes } from "./policies.js";
 import { type RunResult, simulate, traceArrivals } from "./simulate.js";
 
@@ -116,10 +116,7 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
       frontends: c.frontends,
       autoscaleMs: c.autoscaleMs,
       retryGapMs: c.retryGapMs,
-      tSetupMs: 10_000,
-      rateWindowMs: 100_000,
-      rateHistoryMs: 500_000,
-      scaleInCooldownMs: 600_000,
+      ...(e.swayam.timing ?? PAPER_SWAYAM_TIMING),
       listLengths: p.listLengths,
       minWarm: p.jobs.map(() => e.swayam.minWarm),
       bootstrap: p.jobs.map(() => e.swayam.bootstrap),

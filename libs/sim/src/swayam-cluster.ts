@@ -6,7 +6,8 @@
  *
  * Mirrors services/frontend: the broker spreads each job's requests round robin over the frontends; a
  * refused request is retried on another prefix entry after delta; once every prefix entry refused, the tried
- * set is cleared after another delta (Dispatcher.dispatch); a refusal "cold" warms that entry; each autoscaling
+ * set is cleared and the next round starts after a backoff of min(100 ms, delta x 2^round) on top of delta
+ * (Dispatcher.dispatch); a refusal "cold" warms that entry; each autoscaling
  * tick warms the cold entries of the prefix (Warmer). Backends never queue: busy, cold and provisioning
  * backends refuse. A warm backend idle for T decommissions itself (checkIdle at its idleDeadline).
  *
@@ -29,6 +30,8 @@ const LOADED = FIRST_MODEL_EVENT + 6;
 const IDLE = FIRST_MODEL_EVENT + 7;
 
 const IDLE_SLACK_MS = 0.001;
+/** services/frontend Dispatcher's MAX_ROUND_GAP_MS: the longest backoff between two rounds over the prefix. */
+const MAX_ROUND_GAP_MS = 100;
 
 const REASONS: RefusalReason[] = ["busy", "cold", "provisioning", "draining"];
 const EMPTY: ReadonlySet<number> = new Set<number>();
@@ -116,9 +119,10 @@ export class SwayamCluster implements ClusterModel {
             // As services/frontend SwayamScaler: one regression point per tenth of a window, at least 1 s.
             rateBucketMs: Math.min(s.rateWindowMs, Math.max(1000, s.rateWindowMs / 10)),
             scaleInCooldownMs: s.scaleInCooldownMs,
-            probeCostMs: 2 * c.hopMs + s.retryGapMs,
-            fixedDelayMs: 2 * c.hopMs,
+            probeCostMs: (s.modelRttMs ?? 2 * c.hopMs) + s.retryGapMs,
+            fixedDelayMs: s.modelRttMs ?? 2 * c.hopMs,
             initialN,
+            ...(s.countingLeadMs ? { countingSince: -s.countingLeadMs } : {}),
           }),
         );
         this.nCache[f * this.J + j] = initialN;
@@ -203,9 +207,12 @@ export class SwayamCluster implements ClusterModel {
     let idx = pickBackend(n, ALWAYS, excluded ?? EMPTY, sim.dispatchRandom, list.length);
     if (idx === undefined) {
       if (excluded !== undefined && excluded.size > 0) {
-        // Every prefix entry refused once: a new round after another gap (Dispatcher.dispatch).
+        // Every prefix entry refused once: a new round after a backoff that doubles per round (Dispatcher.dispatch).
+        // Without it, requests waiting for a provisioning prefix re-probed it every delta + RTT.
         excluded.clear();
-        at += sim.config.swayam.retryGapMs;
+        const rounds = (r.rounds[req] as number) + 1;
+        r.rounds[req] = rounds;
+        at += Math.min(MAX_ROUND_GAP_MS, sim.config.swayam.retryGapMs * 2 ** rounds);
         idx = pickBackend(n, ALWAYS, EMPTY, sim.dispatchRandom, list.length);
       }
       idx ??= 0;

@@ -131,4 +131,26 @@ describe("checkIdle at exactly the deadline", () => {
       expect(b.state).toBe("cold");
     }
   });
+
+  it("counts frontends the same when asked often (cached) as a fresh scan would", () => {
+    const b = new BackendState({ frontendWindowMs: 100 });
+    warm(b);
+    b.tryAcquire(0, "f1");
+    b.release(1);
+    expect(b.frontendsSeen(50)).toBe(1);
+    b.tryAcquire(60, "f2");
+    expect(b.frontendsSeen(60)).toBe(2);
+    b.tryAcquire(90, "f1");
+    expect(b.frontendsSeen(100)).toBe(2);
+    // f1's first sighting (t = 0) has been replaced by t = 90: it still counts at 160, f2 (t = 60) too.
+    expect(b.frontendsSeen(160)).toBe(2);
+    expect(b.frontendsSeen(161)).toBe(1);
+    expect(b.frontendsSeen(191)).toBe(0);
+    b.tryAcquire(200, "f3");
+    expect(b.frontendsSeen(200)).toBe(1);
+    // A clock that steps back must not leave a stale answer behind.
+    b.tryAcquire(150, "f3");
+    expect(b.frontendsSeen(250)).toBe(1);
+    expect(b.frontendsSeen(251)).toBe(0);
+  });
 });

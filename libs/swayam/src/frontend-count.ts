@@ -34,8 +34,14 @@ export class FrontendCountEstimator {
   /** Keeps the freshest report per backend (replies may arrive out of order). */
   observe(backendId: string, frontendsSeen: number, now: number): void {
     const previous = this.reports.get(backendId);
-    if (previous !== undefined && previous.at > now) return;
-    this.reports.set(backendId, { frontendsSeen, at: now });
+    if (previous === undefined) {
+      this.reports.set(backendId, { frontendsSeen, at: now });
+      return;
+    }
+    if (previous.at > now) return;
+    // In place: one report per reply, and a fresh object each time was garbage the simulator paid for.
+    previous.frontendsSeen = frontendsSeen;
+    previous.at = now;
   }
 
   /** Conservative n_F: the max over reports with now - at <= freshness, at least 1. */

@@ -1,5 +1,6 @@
+import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
-import { FrontendScaler } from "./frontend-scaler.js";
+import { FrontendScaler, mergeSorted } from "./frontend-scaler.js";
 
 const sla = { rtMaxMs: 500, slMin: 0.99, burstFactor: 1 };
 const prior = { shape: 0.0001, loc: 0, scale: 100 }; // about 100 ms, nearly deterministic
@@ -41,5 +42,44 @@ describe("FrontendScaler", () => {
     const st = s.serviceTime(prior);
     expect(st.kind).toBe("empirical");
     expect(st.kind === "empirical" && st.samplesMs.length).toBe(20);
+  });
+
+  it("hands the model the same samples a full sort gives, renewal after renewal, around the ring", () => {
+    const s = new FrontendScaler({ probeCostMs: 2, maxSamples: 50, minEmpiricalSamples: 20 });
+    const random = seededRandom(5);
+    const window: number[] = [];
+    let renewals = 0;
+    let previous: unknown;
+    for (let i = 0; i < 2_000; i++) {
+      // Few distinct values, so equal samples come and go (the merge must remove exactly one of them).
+      const x = 50 + Math.floor(random.uniform() * 8) * 10;
+      s.observeReply("b", 1, x, i);
+      window.push(x);
+      if (window.length > 50) window.shift();
+      // Irregular decisions, sometimes far apart (more new samples than half the buffer: a full sort again).
+      if (i < 1_000 ? i % 17 === 0 : i % 113 === 0) {
+        const st = s.serviceTime();
+        // A renewed snapshot (every 10 new samples here) holds exactly the samples of that moment.
+        if (st !== previous && window.length >= 20) {
+          renewals++;
+          expect(st.kind === "empirical" && Array.from(st.samplesMs)).toEqual(Array.from(Float64Array.from(window).sort()));
+        }
+        previous = st;
+      }
+    }
+    expect(renewals).toBeGreaterThan(20);
+  });
+});
+
+describe("mergeSorted", () => {
+  it("takes removed values out and puts added ones in, in order", () => {
+    const base = Float64Array.from([1, 2, 2, 3, 5]);
+    expect(Array.from(mergeSorted(base, [4, 0, 2], [2, 5]) ?? [])).toEqual([0, 1, 2, 2, 3, 4]);
+    expect(Array.from(mergeSorted(base, [], []) ?? [])).toEqual([1, 2, 2, 3, 5]);
+  });
+
+  it("gives up when a removed value is not in the base", () => {
+    expect(mergeSorted(Float64Array.from([1, 3]), [], [2])).toBeUndefined();
+    expect(mergeSorted(Float64Array.from([1, 3]), [], [4])).toBeUndefined();
   });
 });

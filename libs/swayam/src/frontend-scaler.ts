@@ -36,6 +36,8 @@ export interface FrontendScalerOptions {
   defaultServiceMs?: number;
   /** Initial n before the first decision (Swayam bootstraps with a few warm backends). */
   initialN?: number;
+  /** When arrival counting began (ms); default: the first arrival (libs/swayam RateHistory origin). */
+  countingSince?: number;
 }
 
 export interface ServiceSla {
@@ -72,8 +74,16 @@ export class FrontendScaler {
   /** A frozen copy of the samples, renewed every `refreshEvery` new ones: the model caches per object. */
   private snapshot: ServiceTime | undefined;
   private samplesSinceSnapshot = 0;
+  /**
+   * The snapshot's samples in ascending order, and what came and went since. Renewing a snapshot merges these
+   * few changes into it (linear) instead of sorting every sample again, which was the largest single cost of
+   * a simulated day; the model skips its own sort for input that is already in order.
+   */
+  private sortedSnapshot: Float64Array | undefined;
+  private added: number[] = [];
+  private evicted: number[] = [];
   private state: ScaleState | undefined;
-  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs">> & { rateBucketMs: number | undefined };
+  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs" | "countingSince">> & { rateBucketMs: number | undefined };
 
   constructor(options: FrontendScalerOptions) {
     this.opts = {
@@ -93,6 +103,7 @@ export class FrontendScaler {
       windowMs: this.opts.rateWindowMs,
       historyMs: this.opts.rateHistoryMs,
       ...(this.opts.rateBucketMs === undefined ? {} : { bucketMs: this.opts.rateBucketMs }),
+      ...(options.countingSince === undefined ? {} : { origin: options.countingSince }),
     });
     this.frontends = new FrontendCountEstimator({ freshnessMs: this.opts.tSetupMs });
   }
@@ -112,8 +123,14 @@ export class FrontendScaler {
     if (computeMs === undefined || !(computeMs >= 0)) return;
     if (this.samples.length < this.opts.maxSamples) this.samples.push(computeMs);
     else {
+      if (this.sortedSnapshot !== undefined) this.evicted.push(this.samples[this.sampleCursor] as number);
       this.samples[this.sampleCursor] = computeMs;
       this.sampleCursor = (this.sampleCursor + 1) % this.opts.maxSamples;
+    }
+    if (this.sortedSnapshot !== undefined) {
+      this.added.push(computeMs);
+      // Past half the buffer a merge saves little, and a sample added after the snapshot could be evicted again.
+      if (this.added.length > this.opts.maxSamples / 2) this.forgetSorted();
     }
     this.samplesSinceSnapshot += 1;
   }
@@ -121,7 +138,12 @@ export class FrontendScaler {
   serviceTime(prior?: Lognormal): ServiceTime {
     if (this.samples.length >= this.opts.minEmpiricalSamples) {
       if (this.snapshot?.kind !== "empirical" || this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)) {
-        this.snapshot = { kind: "empirical", samplesMs: this.samples.slice() };
+        const base = this.sortedSnapshot;
+        const sorted = (base && mergeSorted(base, this.added, this.evicted)) ?? Float64Array.from(this.samples).sort();
+        this.sortedSnapshot = sorted;
+        this.added = [];
+        this.evicted = [];
+        this.snapshot = { kind: "empirical", samplesMs: sorted };
         this.samplesSinceSnapshot = 0;
       }
       return this.snapshot;
@@ -130,6 +152,12 @@ export class FrontendScaler {
     const fitted = this.samples.length >= 10 ? fitLognormal(this.samples) : undefined;
     if (fitted) return { kind: "lognormal", dist: fitted };
     return { kind: "empirical", samplesMs: [this.opts.defaultServiceMs] };
+  }
+
+  private forgetSorted(): void {
+    this.sortedSnapshot = undefined;
+    this.added = [];
+    this.evicted = [];
   }
 
   decide(now: number, inputs: FrontendScaleInputs): FrontendScaleOutcome {
@@ -167,4 +195,36 @@ export class FrontendScaler {
       sizing: decision.sizing,
     };
   }
+}
+
+/**
+ * `base` (ascending) with the values of `removed` taken out and those of `added` put in, ascending; undefined if
+ * a removed value is not in base (the caller then sorts from scratch). Typed arrays throughout: building a
+ * plain array element by element, or sorting one with a comparator, cost as much as the sort this replaces.
+ */
+export function mergeSorted(base: Float64Array, added: readonly number[], removed: readonly number[]): Float64Array | undefined {
+  const add = Float64Array.from(added).sort();
+  const del = Float64Array.from(removed).sort();
+  const nAdd = add.length;
+  const nDel = del.length;
+  const out = new Float64Array(base.length + nAdd - nDel);
+  let o = 0;
+  let a = 0;
+  let d = 0;
+  for (let i = 0; i < base.length; i++) {
+    const v = base[i] as number;
+    if (d < nDel) {
+      const r = del[d] as number;
+      if (r < v) return undefined;
+      if (r === v) {
+        d++;
+        continue;
+      }
+    }
+    while (a < nAdd && (add[a] as number) < v) out[o++] = add[a++] as number;
+    out[o++] = v;
+  }
+  if (d < nDel) return undefined;
+  while (a < nAdd) out[o++] = add[a++] as number;
+  return out;
 }

@@ -15,7 +15,7 @@
  */
 import { type Lognormal, lognormalCdf, lognormalMean } from "@infergrid/core";
 
-export type ServiceTime = { kind: "lognormal"; dist: Lognormal } | { kind: "empirical"; samplesMs: readonly number[] };
+export type ServiceTime = { kind: "lognormal"; dist: Lognormal } | { kind: "empirical"; samplesMs: readonly number[] | Float64Array };
 
 export interface SizingParams {
   /** Global arrival rate in requests per second, already multiplied by n_F and by the burst factor U. */
@@ -72,6 +72,10 @@ interface PreparedServiceTime {
   cdf: (x: number) => number;
   /** F_S on the probe grid budget - (k - 1) * cost, per (budget, cost), filled lazily. */
   grids: Map<string, CdfGrid>;
+  /** The grid used last and its (budget, cost): sizing asks for the same one ~10 times in a row. */
+  lastGrid: CdfGrid | undefined;
+  lastBudget: number;
+  lastCost: number;
 }
 
 interface CdfGrid {
@@ -95,7 +99,7 @@ function prepare(s: ServiceTime): PreparedServiceTime {
     let p = preparedLognormal.get(s.dist);
     if (p === undefined) {
       const d = { ...s.dist };
-      p = { meanMs: lognormalMean(d), minMs: d.loc, cdf: (x) => lognormalCdf(d, x), grids: new Map() };
+      p = { meanMs: lognormalMean(d), minMs: d.loc, cdf: (x) => lognormalCdf(d, x), grids: new Map(), ...NO_LAST_GRID };
       preparedLognormal.set(s.dist, p);
     }
     return p;
@@ -104,10 +108,19 @@ function prepare(s: ServiceTime): PreparedServiceTime {
   const cached = preparedEmpirical.get(s);
   if (cached !== undefined && cached.length === length) return cached;
   if (length === 0) throw new RangeError("empirical service time needs at least one sample");
-  const sorted = Float64Array.from(s.samplesMs).sort();
+  // FrontendScaler hands over its samples in order already; checking is linear, sorting is not.
+  const sorted = s.samplesMs instanceof Float64Array ? s.samplesMs.slice() : Float64Array.from(s.samplesMs);
+  if (!isAscending(sorted)) sorted.sort();
   let sum = 0;
   for (const x of sorted) sum += x;
-  const p = { meanMs: sum / length, minMs: sorted[0] ?? 0, cdf: (x: number) => upperBound(sorted, x) / length, grids: new Map(), length };
+  const p = {
+    meanMs: sum / length,
+    minMs: sorted[0] ?? 0,
+    cdf: (x: number) => upperBound(sorted, x) / length,
+    grids: new Map(),
+    ...NO_LAST_GRID,
+    length,
+  };
   preparedEmpirical.set(s, p);
   return p;
 }
@@ -117,6 +130,7 @@ function prepare(s: ServiceTime): PreparedServiceTime {
  * simulator (which varies only the rate) evaluate the CDF once per grid point, then only multiply-add.
  */
 function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid {
+  if (p.lastGrid !== undefined && p.lastBudget === budget && p.lastCost === cost) return p.lastGrid;
   const key = `${budget}|${cost}`;
   let grid = p.grids.get(key);
   if (grid === undefined) {
@@ -127,7 +141,18 @@ function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid 
     grid = { values: [], complete: false };
     p.grids.set(key, grid);
   }
+  p.lastGrid = grid;
+  p.lastBudget = budget;
+  p.lastCost = cost;
   return grid;
+}
+
+const NO_LAST_GRID = { lastGrid: undefined, lastBudget: Number.NaN, lastCost: Number.NaN } as const;
+
+/** In ascending order (NaN anywhere fails, so such input takes the typed-array sort, which puts NaN last). */
+function isAscending(xs: Float64Array): boolean {
+  for (let i = 1; i < xs.length; i++) if (!((xs[i - 1] as number) <= (xs[i] as number))) return false;
+  return xs.length === 0 || !Number.isNaN(xs[0]);
 }
 
 /** Number of elements <= x in a sorted array. */
