@@ -153,11 +153,11 @@ export const EXPERIMENTS = {
     cluster: {
       frontends: 3,
       autoscaleMs: 500,
-      // Measured, not configured: on the 2-core machine the local cluster's requests took about 30 ms more than
-      // their service time at the median (gRPC on loopback through broker, frontend and backend, and timers of
-      // 17 node processes sharing the cores), about 8 ms for each of the four one-way hops. The frontends still
-      // size with their configured 1 ms round trip (modelRttMs).
-      hopMs: 8,
+      // Measured, not configured: on a quiet 2-core machine the local cluster's median latency was 172-177 ms
+      // against the profile's 160 ms median (gRPC on loopback through broker, frontend and backend, and timers
+      // of 17 node processes sharing the cores), about 3.5 ms for each of the four one-way hops. The frontends
+      // still size with their configured 1 ms round trip (modelRttMs).
+      hopMs: 3.5,
       coldStartMs: 1000,
       idleTimeoutMs: 30_000,
       dropAfterMs: 10_000,

@@ -58,7 +58,7 @@ export class Forwarder {
     for (let attempt = 0; attempt <= this.options.maxFailovers; attempt++) {
       const now = Date.now();
       if (now >= deadline) throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
-      const id = this.rotation.next(this.liveFrontends(now), tried, now);
+      const id = this.rotation.next(this.liveFrontends(now), tried, now, request.service ?? "");
       const member = id === undefined ? undefined : this.members.get(id);
       if (id === undefined || !member) break;
       tried.add(id);

@@ -29,4 +29,23 @@ describe("FrontendRotation", () => {
     expect(r.next([], new Set(), 0)).toBeUndefined();
     expect(r.next(["a"], new Set(["a"]), 0)).toBeUndefined();
   });
+
+  it("gives each service its own rotation, so each frontend gets exactly its share of every service", () => {
+    const r = new FrontendRotation(1000);
+    const counts = new Map<string, number>();
+    // Two services interleaved 2:1: one shared cursor would send every "a" request to the same two frontends.
+    for (let i = 0; i < 300; i++) {
+      const service = i % 3 === 2 ? "b" : "a";
+      const id = r.next(["f1", "f2", "f3"], new Set(), 0, service) ?? "";
+      counts.set(`${service}/${id}`, (counts.get(`${service}/${id}`) ?? 0) + 1);
+    }
+    expect(Object.fromEntries([...counts].sort())).toEqual({
+      "a/f1": 67,
+      "a/f2": 67,
+      "a/f3": 66,
+      "b/f1": 34,
+      "b/f2": 33,
+      "b/f3": 33,
+    });
+  });
 });
