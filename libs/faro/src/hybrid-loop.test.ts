@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { type HybridConfig, type HybridService, hybridTick, initialHybridState, planForecast, type ServiceForecast } from "./hybrid-loop.js";
+import {
+  type HybridConfig,
+  type HybridService,
+  hybridTick,
+  initialHybridState,
+  planForecast,
+  type ServiceForecast,
+} from "./hybrid-loop.js";
 
 /** Upper-bound latency (1 s window): a service at rate r needs ceil(0.1 r / 0.5) = ceil(r / 5) replicas. */
 const svc = (id: string, extra: Partial<HybridService> = {}): HybridService => ({
@@ -68,7 +75,13 @@ describe("hybridTick", () => {
   });
 
   it("never raises past the free capacity or the service's max; the longest-violating goes first", () => {
-    const tight: HybridConfig = { ...config, capacity: 7, services: [svc("a"), svc("b", { maxReplicas: 2 })], reactiveTicks: 1, reactiveStep: 2 };
+    const tight: HybridConfig = {
+      ...config,
+      capacity: 7,
+      services: [svc("a"), svc("b", { maxReplicas: 2 })],
+      reactiveTicks: 1,
+      reactiveStep: 2,
+    };
     let st = hybridTick(tight, initialHybridState(tight), { now: 0, forecasts: [flat(20), flat(10)], violating: quiet }).state;
     expect(st.shares).toEqual([4, 2]);
     // b is at its max; a gets min(2, 1 free) = 1.
@@ -110,7 +123,12 @@ describe("hybridTick", () => {
     expect(r.decision.shares).toEqual([1, 2]);
     expect(r.decision.allocation?.utilities[0]).toBeCloseTo(0.25, 9);
     // Two steps: the second is served by the new replicas: (1/4 + 1) / 2.
-    const r2 = hybridTick(cold, initialHybridState(cold), { now: 0, forecasts: [flat(20, 2), flat(10, 2)], violating: quiet, warm: [1, 2] });
+    const r2 = hybridTick(cold, initialHybridState(cold), {
+      now: 0,
+      forecasts: [flat(20, 2), flat(10, 2)],
+      violating: quiet,
+      warm: [1, 2],
+    });
     expect(r2.decision.shares).toEqual([4, 2]);
     expect(r2.decision.allocation?.utilities[0]).toBeCloseTo(0.625, 9);
   });

@@ -118,7 +118,8 @@ export interface HybridDecision {
 
 function check(config: HybridConfig): void {
   const n = config.services.length;
-  if (!Number.isInteger(config.capacity) || config.capacity < 0) throw new RangeError(`capacity must be an integer >= 0, got ${config.capacity}`);
+  if (!Number.isInteger(config.capacity) || config.capacity < 0)
+    throw new RangeError(`capacity must be an integer >= 0, got ${config.capacity}`);
   let mins = 0;
   for (const s of config.services) mins += s.minReplicas ?? 1;
   if (mins > config.capacity) throw new RangeError(`the services' minimum replicas (${mins}) exceed the capacity ${config.capacity}`);
@@ -135,7 +136,9 @@ function check(config: HybridConfig): void {
 /** Every service at its minimum (or `initial`, cut to the bounds) before the first solve. */
 export function initialHybridState(config: HybridConfig, initial?: readonly number[]): HybridState {
   check(config);
-  const shares = config.services.map((s, j) => Math.max(s.minReplicas ?? 1, Math.min(maxOf(config, s), initial?.[j] ?? s.minReplicas ?? 1)));
+  const shares = config.services.map((s, j) =>
+    Math.max(s.minReplicas ?? 1, Math.min(maxOf(config, s), initial?.[j] ?? s.minReplicas ?? 1)),
+  );
   // Initial shares beyond the capacity are cut from the largest down: the first solve fixes the rest.
   let over = shares.reduce((a, b) => a + b, 0) - config.capacity;
   while (over > 0) {
@@ -193,7 +196,12 @@ function interpolateQuantile(levels: readonly number[], values: readonly number[
   return order[order.length - 1]!.v;
 }
 
-function problemFor(config: HybridConfig, rates: readonly (readonly number[])[], warm: readonly number[], mins: readonly number[]): AllocationProblem {
+function problemFor(
+  config: HybridConfig,
+  rates: readonly (readonly number[])[],
+  warm: readonly number[],
+  mins: readonly number[],
+): AllocationProblem {
   return {
     jobs: config.services.map((s, j) => ({
       id: s.id,
@@ -220,7 +228,9 @@ function warmFloor(config: HybridConfig, forecasts: readonly ServiceForecast[], 
     if (rule.kind === "min") return lo;
     if (rule.kind === "fraction") return Math.max(lo, Math.min(shares[j]!, Math.ceil(rule.f * shares[j]!)));
     const next = planForecast(forecasts[j]!, { kind: "quantile", q: rule.q })[0] ?? 0;
-    const need = replicasForLatency(s.latencyModel ?? "mdc", s.slo.percentile, s.processingTime, next, s.slo.latency, Math.max(1, shares[j]!)) ?? shares[j]!;
+    const need =
+      replicasForLatency(s.latencyModel ?? "mdc", s.slo.percentile, s.processingTime, next, s.slo.latency, Math.max(1, shares[j]!)) ??
+      shares[j]!;
     return Math.max(lo, Math.min(shares[j]!, need));
   });
 }
@@ -239,11 +249,25 @@ export function hybridTick(config: HybridConfig, state: HybridState, input: Hybr
     const solve = config.solve ?? ((p: AllocationProblem) => solveAllocation(p));
     const plan = config.plan ?? { kind: "quantile", q: 0.6 };
     const mins = config.services.map((s) => s.minReplicas ?? 1);
-    const allocation = solve(problemFor(config, forecasts.map((f) => planForecast(f, plan)), warm, mins));
+    const allocation = solve(
+      problemFor(
+        config,
+        forecasts.map((f) => planForecast(f, plan)),
+        warm,
+        mins,
+      ),
+    );
     let shares = allocation.replicas.slice();
     if (config.headroom !== undefined && shares.reduce((a, b) => a + b, 0) < config.capacity) {
       const head = config.headroom;
-      const second = solve(problemFor(config, forecasts.map((f) => planForecast(f, head)), warm, shares));
+      const second = solve(
+        problemFor(
+          config,
+          forecasts.map((f) => planForecast(f, head)),
+          warm,
+          shares,
+        ),
+      );
       shares = second.replicas.slice();
     }
     const minWarm = warmFloor(config, forecasts, shares);
@@ -260,7 +284,9 @@ export function hybridTick(config: HybridConfig, state: HybridState, input: Hybr
   const need = config.reactiveTicks ?? 3;
   const step = config.reactiveStep ?? 1;
   // Longest-violating first, so a capacity too small for all raises the services hurt the longest.
-  const order = [...overloadTicks.keys()].filter((j) => overloadTicks[j]! >= need).sort((a, b) => overloadTicks[b]! - overloadTicks[a]! || a - b);
+  const order = [...overloadTicks.keys()]
+    .filter((j) => overloadTicks[j]! >= need)
+    .sort((a, b) => overloadTicks[b]! - overloadTicks[a]! || a - b);
   const raised: number[] = [];
   for (const j of order) {
     const add = Math.min(step, free, maxOf(config, config.services[j]!) - shares[j]!);

@@ -4,10 +4,10 @@
  * solver with proven bounds, and Faro as published as a baseline.
  */
 export * from "./curves.js";
+export * from "./hybrid-loop.js";
 export * from "./latency.js";
 export * from "./mckp.js";
 export * from "./objectives.js";
 export * from "./published.js";
 export * from "./solver.js";
 export * from "./utility.js";
-export * from "./hybrid-loop.js";
