@@ -1,5 +1,6 @@
 export * from "./baselines.js";
 export * from "./evaluation.js";
+export * from "./factory.js";
 export * from "./forecaster.js";
 export * from "./holt.js";
 export * from "./nhits.js";

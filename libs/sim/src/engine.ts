@@ -11,6 +11,7 @@ import { type Random, sampleExponential, sampleLognormal, seededRandom } from "@
 import type { ArrivalEvent, JobSpec, ServiceTimeSpec, SimConfig } from "./config.js";
 import { EventQueue } from "./event-queue.js";
 import { Metrics } from "./metrics.js";
+import { LiveSignals } from "./signals.js";
 
 /** Event kinds below this are the engine's; cluster models number theirs from it. */
 export const FIRST_MODEL_EVENT = 8;
@@ -110,6 +111,8 @@ export class Simulation {
   readonly queue = new EventQueue(4096);
   readonly requests = new RequestTable();
   readonly metrics: Metrics;
+  /** What controllers inside the cluster model may observe while the run goes on. */
+  readonly live: LiveSignals;
   readonly dispatchRandom: Random;
   private readonly serviceRandom: Random;
   private readonly samplers: ServiceSampler[];
@@ -123,6 +126,7 @@ export class Simulation {
     private readonly source: Iterator<ArrivalEvent>,
   ) {
     this.metrics = new Metrics(config.jobs, config.durationMs, config.binMs);
+    this.live = new LiveSignals(config.jobs);
     this.serviceRandom = seededRandom(config.seed * 7919 + 2);
     this.dispatchRandom = seededRandom(config.seed * 7919 + 3);
     this.samplers = config.jobs.map((j) => serviceSampler(j.serviceTime));
@@ -142,13 +146,17 @@ export class Simulation {
 
   /** A request finished, seen by its client `latencyMs` after it arrived. Frees the request. */
   complete(req: number, latencyMs: number): void {
-    this.metrics.completed(this.requests.job[req] as number, this.now, latencyMs, this.requests.service[req] as number);
+    const job = this.requests.job[req] as number;
+    const serviceMs = this.requests.service[req] as number;
+    this.metrics.completed(job, this.now, latencyMs, serviceMs);
+    this.live.completed(job, latencyMs, serviceMs);
     this.requests.release(req);
   }
 
   /** A request gave up (deadline passed before it could start): a violation. Frees the request. */
   drop(req: number): void {
     this.metrics.recordDrop(this.requests.job[req] as number, this.now);
+    this.live.dropped(this.requests.job[req] as number);
     this.requests.release(req);
   }
 
@@ -184,6 +192,7 @@ export class Simulation {
         this.requests.rounds[req] = 0;
         this.requests.service[req] = (this.samplers[job] as ServiceSampler)(this.serviceRandom);
         this.metrics.arrival(job, t);
+        this.live.arrival(job);
         this.arrivals++;
         model.arrive(req);
         this.pump();

@@ -1,3 +1,4 @@
+import { FORECASTER_MODELS, type ForecasterModel } from "@infergrid/forecast";
 import { field } from "@infergrid/runtime";
 import { z } from "zod";
 
@@ -15,8 +16,8 @@ const quantileList = z
   .default([0.5, 0.6, 0.9, 0.99]);
 
 /** Forecasters the predictor can run per service (libs/forecast). */
-export const MODELS = ["nhits", "holt", "last-value", "linear-regression", "seasonal"] as const;
-export type ModelName = (typeof MODELS)[number];
+export const MODELS = FORECASTER_MODELS;
+export type ModelName = ForecasterModel;
 
 export const predictorConfig = z.object({
   windowMs: field.int(10_000, 100).describe("arrivals are summed over fixed windows of this length (bucketed by a report's window end)"),

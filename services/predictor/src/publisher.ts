@@ -1,14 +1,5 @@
 import { subjects } from "@infergrid/control-plane";
-import {
-  forecastQuantile,
-  forecastRates,
-  HoltForecaster,
-  LastValueForecaster,
-  LinearRegressionForecaster,
-  NHitsForecaster,
-  type ProbabilisticForecaster,
-  SeasonalForecaster,
-} from "@infergrid/forecast";
+import { createForecaster, forecastQuantile, forecastRates, type ProbabilisticForecaster } from "@infergrid/forecast";
 import { control } from "@infergrid/proto";
 import { type Logger, type NatsConnection, publishMessage } from "@infergrid/runtime";
 import type { PredictorConfig } from "./config.js";
@@ -18,13 +9,6 @@ interface ServiceState {
   forecaster: ProbabilisticForecaster;
   /** The newest window index fed to the forecaster. */
   fedThrough: number;
-}
-
-/** A small stable hash, so each service's network starts from its own seed, the same on every run. */
-function nameHash(name: string): number {
-  let h = 2166136261;
-  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
-  return h >>> 0;
 }
 
 /**
@@ -54,24 +38,7 @@ export class ForecastPublisher {
   }
 
   private createForecaster(service: string): ProbabilisticForecaster {
-    const steps = this.config.steps;
-    switch (this.config.model) {
-      case "nhits":
-        return new NHitsForecaster({
-          steps,
-          seed: (this.config.seed + nameHash(service)) | 0,
-          lastValueUntil: this.config.warmupWindows,
-          holt: { alpha: this.config.alpha, beta: this.config.beta, minHistory: this.config.minHistory },
-        });
-      case "last-value":
-        return new LastValueForecaster({ steps });
-      case "linear-regression":
-        return new LinearRegressionForecaster({ steps });
-      case "seasonal":
-        return new SeasonalForecaster({ steps, period: this.config.seasonWindows });
-      case "holt":
-        return new HoltForecaster({ steps, alpha: this.config.alpha, beta: this.config.beta, minHistory: this.config.minHistory });
-    }
+    return createForecaster(this.config, service);
   }
 
   forecast(service: string, now: number): control.Forecast.$Properties | undefined {
