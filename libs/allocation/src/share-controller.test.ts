@@ -1,6 +1,7 @@
 import type { ServiceForecast } from "@infergrid/faro";
 import { describe, expect, it } from "vitest";
-import { ShareController, type ShareControllerOptions, type ShareService, withLeftover } from "./share-controller.js";
+import { ShareController, type ShareControllerOptions, type ShareService } from "./share-controller.js";
+import { withLeftover } from "./share-planning.js";
 
 const options: ShareControllerOptions = {
   objective: { kind: "fairSum" },

@@ -175,34 +175,3 @@ function bounds(s: ShareService, capacity: number): { min: number; max: number }
   const min = Math.max(1, s.minShare);
   return { min, max: s.maxShare > 0 ? Math.max(min, s.maxShare) : Math.max(min, capacity) };
 }
-
-/**
- * Shares plus the pool they leave over, split in proportion to the shares (largest remainders
- * first), each within its cap.
- */
-export function withLeftover(shares: readonly number[], pool: number, caps: readonly number[]): number[] {
-  const lengths = shares.map((s, j) => Math.min(s, caps[j] ?? Number.POSITIVE_INFINITY));
-  let left = pool - lengths.reduce((a, b) => a + b, 0);
-  while (left > 0) {
-    const open = lengths.map((_, j) => j).filter((j) => (lengths[j] ?? 0) < (caps[j] ?? Number.POSITIVE_INFINITY));
-    const weight = open.reduce((a, j) => a + Math.max(shares[j] ?? 0, 1), 0);
-    if (open.length === 0 || weight === 0) break;
-    const quota = open.map((j) => (left * Math.max(shares[j] ?? 0, 1)) / weight);
-    let given = 0;
-    open.forEach((j, i) => {
-      const add = Math.min(Math.floor(quota[i] ?? 0), (caps[j] ?? Number.POSITIVE_INFINITY) - (lengths[j] ?? 0));
-      lengths[j] = (lengths[j] ?? 0) + add;
-      given += add;
-    });
-    if (given === 0) {
-      // Less than one each: the largest remainders, then the larger shares.
-      const byRemainder = open
-        .map((j, i) => ({ j, r: (quota[i] ?? 0) - Math.floor(quota[i] ?? 0) }))
-        .sort((a, b) => b.r - a.r || (shares[b.j] ?? 0) - (shares[a.j] ?? 0) || a.j - b.j);
-      for (const { j } of byRemainder.slice(0, left)) lengths[j] = (lengths[j] ?? 0) + 1;
-      given = Math.min(left, byRemainder.length);
-    }
-    left -= given;
-  }
-  return lengths;
-}

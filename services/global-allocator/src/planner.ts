@@ -1,18 +1,20 @@
 import {
-  type AllocationDecision,
-  type AllocationInput,
-  planStaticAllocation,
+  type AllocationPolicy,
+  type PlannedSpec,
   ShareController,
   type ShareControllerOptions,
   type ShareService,
   type ShareSignal,
-  withLeftover,
+  shareAllocationPolicy,
+  shareInput,
 } from "@infergrid/allocation";
 import { lognormalMean } from "@infergrid/core";
 import type { ServiceForecast } from "@infergrid/faro";
 import type { control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
-import { type SignalBook, violationRate } from "./signals.js";
+import type { SignalBook } from "./signals.js";
+
+export type { PlannedSpec };
 
 export interface PlannerOptions extends Omit<ShareControllerOptions, "stepMs"> {
   /** The reactive stage's tick (Faro: 10 s); violations are judged over each tick. */
@@ -21,19 +23,6 @@ export interface PlannerOptions extends Omit<ShareControllerOptions, "stepMs"> {
   forecastMaxAgeMs: number;
   /** Service time assumed when neither a profile nor measurements exist, ms. */
   defaultServiceTimeMs: number;
-}
-
-/** What the planner needs of a registered service's spec. */
-export interface PlannedSpec {
-  name: string;
-  minBackends: number;
-  /** 0 = the cluster's capacity. */
-  maxBackends: number;
-  initialBackends: number;
-  latencyThresholdMs: number;
-  percentile: number;
-  /** Mean of the spec's service-time profile (emulated models), if it has one. */
-  profileMeanMs?: number;
 }
 
 export function plannedSpec(spec: control.ServiceSpec.$Properties): PlannedSpec {
@@ -50,8 +39,6 @@ export function plannedSpec(spec: control.ServiceSpec.$Properties): PlannedSpec 
   };
 }
 
-/** Completions needed before the frontends' measured service time replaces the spec's profile. */
-const MEASURED_SERVICE_TIME_MIN = 20;
 /** Forecast step assumed before any forecast arrives (Faro's one-minute bins). */
 const DEFAULT_STEP_MS = 60_000;
 
@@ -116,34 +103,8 @@ export class SharePlanner {
     }
   }
 
-  /**
-   * The allocation policy: the static planner with each list capped at the service's share plus
-   * its part of the leftover pool (withLeftover); the shares alone are the pool's demand.
-   */
-  readonly policy = (input: AllocationInput): AllocationDecision => {
-    const shares = this.controller.shares;
-    if (shares.size === 0) return planStaticAllocation(input);
-    const lengths = withLeftover(
-      input.services.map((s) => shares.get(s.name)?.share ?? 0),
-      input.poolSize,
-      input.services.map((s) => (s.maxBackends > 0 ? Math.max(s.maxBackends, s.minBackends) : Number.POSITIVE_INFINITY)),
-    );
-    const decision = planStaticAllocation({
-      ...input,
-      services: input.services.map((s, j) => {
-        const length = lengths[j] ?? 0;
-        return shares.has(s.name) ? { ...s, maxBackends: Math.max(1, length), minBackends: Math.min(s.minBackends, length) } : s;
-      }),
-    });
-    for (const [name, plan] of decision.services) {
-      const p = shares.get(name);
-      if (!p) continue;
-      plan.minWarm = Math.min(p.minWarm, plan.list.length);
-      plan.demand = p.share;
-      decision.minWarm.set(name, plan.minWarm);
-    }
-    return decision;
-  };
+  /** The allocation policy: libs/allocation's, over the last successful tick's shares. */
+  readonly policy: AllocationPolicy = (input) => shareAllocationPolicy(this.controller.shares)(input);
 
   /** What the plan says of a service, for the published AllocationPlan. */
   describe(name: string): { predictedRatePerS: number; share: number } | undefined {
@@ -153,33 +114,14 @@ export class SharePlanner {
 
   private inputOf(spec: PlannedSpec, now: number, since: number): { service: ShareService; signal: ShareSignal; stepMs: number } {
     const outcomes = this.signals.outcomes(spec.name, since);
-    const violating = violationRate(outcomes) > 1 - spec.percentile / 100;
-    const serviceTimeMs =
-      outcomes.completed >= MEASURED_SERVICE_TIME_MIN && outcomes.serviceTimeMeanMs > 0
-        ? outcomes.serviceTimeMeanMs
-        : (spec.profileMeanMs ?? this.options.defaultServiceTimeMs);
-    const service: ShareService = {
-      name: spec.name,
-      serviceTimeMs,
-      sloMs: spec.latencyThresholdMs,
-      percentile: spec.percentile,
-      minShare: spec.minBackends,
-      maxShare: spec.maxBackends,
-      initialShare: spec.initialBackends,
-    };
+    const tickSeconds = Math.max((now - since) / 1000, 1e-3);
     const f = this.signals.forecast(spec.name, now, this.options.forecastMaxAgeMs);
-    if (f) {
-      const forecast: ServiceForecast = {
-        kind: "quantiles",
-        levels: f.quantiles.map((q) => q.quantile),
-        values: (f.quantiles[0]?.ratePerS ?? []).map((_, k) => f.quantiles.map((q) => q.ratePerS[k] ?? 0)),
-      };
-      return { service, signal: { forecast, violating }, stepMs: f.stepMs };
-    }
-    // No fresh forecast (predictor away or the service too new): the rate the frontends saw.
-    const seconds = Math.max((now - since) / 1000, 1e-3);
-    const forecast: ServiceForecast | undefined =
-      outcomes.arrivals > 0 ? { kind: "quantiles", levels: [0.5], values: [[outcomes.arrivals / seconds]] } : undefined;
-    return { service, signal: { forecast, violating }, stepMs: 0 };
+    const forecast: ServiceForecast | undefined = f && {
+      kind: "quantiles",
+      levels: f.quantiles.map((q) => q.quantile),
+      values: (f.quantiles[0]?.ratePerS ?? []).map((_, k) => f.quantiles.map((q) => q.ratePerS[k] ?? 0)),
+    };
+    const { service, signal } = shareInput(spec, outcomes, tickSeconds, forecast, this.options.defaultServiceTimeMs);
+    return { service, signal, stepMs: f ? f.stepMs : 0 };
   }
 }

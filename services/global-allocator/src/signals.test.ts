@@ -1,6 +1,7 @@
+import { violationRate } from "@infergrid/allocation";
 import { control } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
-import { SignalBook, violationRate } from "./signals.js";
+import { SignalBook } from "./signals.js";
 
 const report = (over: Partial<control.LoadReport.$Properties>) =>
   control.LoadReport.create({

@@ -1,3 +1,4 @@
+import type { TickOutcomes } from "@infergrid/allocation";
 import { serviceNameProblem } from "@infergrid/control-plane";
 import type { control } from "@infergrid/proto";
 
@@ -11,14 +12,7 @@ export interface ForecastView {
 }
 
 /** What the frontends saw of one service over a span of time, summed over frontends. */
-export interface OutcomeTotals {
-  arrivals: number;
-  completed: number;
-  failed: number;
-  withinSlo: number;
-  /** Mean service time the frontends measured, weighted by completions (0 = none measured). */
-  serviceTimeMeanMs: number;
-}
+export type OutcomeTotals = TickOutcomes;
 
 interface Report {
   end: number;
@@ -121,10 +115,4 @@ export class SignalBook {
       else this.reports.set(service, kept);
     }
   }
-}
-
-/** Share of a span's requests that missed the SLO or failed (0 when nothing finished). */
-export function violationRate(t: OutcomeTotals): number {
-  const finished = t.completed + t.failed;
-  return finished > 0 ? (t.completed - t.withinSlo + t.failed) / finished : 0;
 }
