@@ -2,9 +2,10 @@
  * What one simulation run is: the jobs, the cluster, the network, and the policy under test. Everything is
  * in milliseconds of virtual time. Experiments (experiments.ts) build these from a trace.
  */
-import type { AllocationPolicy } from "@infergrid/allocation";
+import type { AllocationPolicy, ShareControllerOptions } from "@infergrid/allocation";
 import type { AnyScalingPolicy } from "@infergrid/baselines";
 import type { Lognormal } from "@infergrid/core";
+import type { SimPredictorOptions } from "./signals.js";
 
 export type ServiceTimeSpec =
   | { kind: "lognormal"; dist: Lognormal }
@@ -37,7 +38,15 @@ export type Routing = { kind: "random" } | { kind: "first-available" } | { kind:
 
 /** The policy families; each is the production code, wrapped by the matching cluster model. */
 export type PolicySpec =
-  | { kind: "swayam"; name: string; scaling: "swayam" | "static" }
+  | {
+      kind: "swayam";
+      name: string;
+      scaling: "swayam" | "static";
+      /** Lists re-planned by the slow loop (the experiment's SlowLoopSettings); otherwise fixed at time 0. */
+      slowLoop?: boolean;
+      /** Swayam's pruning of requests that can no longer meet RT_max. */
+      prune?: boolean;
+    }
   | {
       kind: "autoscaler";
       name: string;
@@ -75,8 +84,20 @@ export interface SwayamSettings {
   minWarm: number[];
   /** Entries warm at time 0 per job (Swayam bootstraps a few; the Faro evaluation starts each job at 1). */
   bootstrap: number[];
-  /** The global allocator's policy (libs/allocation), run once at time 0 for now. */
+  /** The global allocator's static policy (libs/allocation), run at time 0 (and whenever the slow loop has no plan). */
   allocate: AllocationPolicy;
+  /** Swayam's pruning (a service's pruneLate): a refused request that can no longer meet RT_max is dropped. */
+  prune?: boolean;
+  /** The slow loop (predictor + the allocator's ShareController) re-planning the lists; undefined: lists fixed at time 0. */
+  slowLoop?: SlowLoopSettings;
+}
+
+export interface SlowLoopSettings {
+  /** The allocator's ShareController (the forecast step comes from the predictor). */
+  controller: Omit<ShareControllerOptions, "stepMs">;
+  /** The reactive tick (the allocator's --reactive-tick-ms): outcomes are judged over each. */
+  tickMs: number;
+  predictor: SimPredictorOptions;
 }
 
 export interface SimConfig {

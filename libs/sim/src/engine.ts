@@ -34,6 +34,8 @@ export class RequestTable {
   job = new Int32Array(1024);
   frontend = new Int32Array(1024);
   target = new Int32Array(1024);
+  /** The backend a request was sent to (Swayam mode: lists may change while it is there). */
+  backend = new Int32Array(1024);
   attempts = new Int32Array(1024);
   /** Full rounds over the prefix that all refused (Swayam mode: the frontend backs off longer after each). */
   rounds = new Int32Array(1024);
@@ -77,6 +79,7 @@ export class RequestTable {
     this.job = i32(this.job);
     this.frontend = i32(this.frontend);
     this.target = i32(this.target);
+    this.backend = i32(this.backend);
     this.attempts = i32(this.attempts);
     this.rounds = i32(this.rounds);
   }

@@ -4,7 +4,25 @@
  * multiplies the counts; libs/workload ReplayOptions), so one configuration reads the same in both.
  */
 import type { Lognormal } from "@infergrid/core";
+import type { SlowLoopSettings } from "./config.js";
 import { POLICY_NAMES, type PolicyName } from "./policies.js";
+import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
+
+/**
+ * The global allocator's defaults (services/global-allocator --policy faro): FairSum, a predictive solve
+ * every 5 minutes planned at the 0.6 quantile, the reactive stage every 10 s raising a share after 3
+ * violating ticks; the predictor's defaults (N-HiTS over one-minute steps, 7 ahead).
+ */
+export const DEFAULT_SLOW_LOOP: Omit<SlowLoopSettings, "controller"> & { controller: Omit<SlowLoopSettings["controller"], "coldStartMs"> } = {
+  controller: {
+    objective: { kind: "fairSum" },
+    solvePeriodMs: 300_000,
+    reactiveTicks: 3,
+    plan: { kind: "quantile", q: 0.6 },
+  },
+  tickMs: 10_000,
+  predictor: DEFAULT_SIM_PREDICTOR,
+};
 
 /** Faro's ResNet-34 profile (../shared/traces/README.md), scipy lognormal in ms. */
 export const RESNET34: Lognormal = { shape: 0.3602, loc: 72.86, scale: 86.69 };
@@ -57,6 +75,8 @@ export interface Experiment {
     /** The frontends' Swayam clock (t_setup, rate windows, scale-in cooldown); undefined: the paper's (PAPER_SWAYAM_TIMING). */
     timing?: SwayamTiming;
   };
+  /** The slow loop of the "infergrid" policy; undefined: DEFAULT_SLOW_LOOP with the cluster's cold start. */
+  slowLoop?: Partial<SlowLoopSettings>;
   policies: PolicyName[];
   seeds: number[];
 }
@@ -102,6 +122,29 @@ const PAPER_CLUSTER: Experiment["cluster"] = {
   retryGapMs: 5,
 };
 
+/**
+ * Faro's evaluation setting (Faro, section 6): the 10 jobs over the 6 hours, ResNet-34, SLO 720 ms at p99,
+ * every job starting at 1 replica, on a cluster of `capacity` backends (36 is right-sized for this input,
+ * below is over-subscribed, above under-subscribed), 3 seeds, every policy. The cluster timings are the
+ * faro-6h ones, charged to every policy alike.
+ */
+function faroSetting(capacity: number, label: string): Experiment {
+  return {
+    name: `faro-${capacity}`,
+    description: `Faro's setting on ${capacity} backends (${label}): 10 jobs, 6 hours, ResNet-34, SLO 720 ms at p99, every policy, 3 seeds`,
+    trace: { file: FARO_TRACE, fromMinute: 0, compression: 1, rateScale: 1 },
+    profile: RESNET34,
+    sloMs: 720,
+    slMin: 0.99,
+    burstFactor: 2,
+    capacity,
+    cluster: PAPER_CLUSTER,
+    swayam: { listLengths: "peak-sized", minWarm: 1, bootstrap: 1 },
+    policies: ALL_POLICIES,
+    seeds: [1, 2, 3],
+  };
+}
+
 export const EXPERIMENTS = {
   "faro-6h": {
     name: "faro-6h",
@@ -117,6 +160,10 @@ export const EXPERIMENTS = {
     policies: ALL_POLICIES,
     seeds: [1, 2, 3],
   },
+  "faro-16": faroSetting(16, "heavily over-subscribed"),
+  "faro-32": faroSetting(32, "over-subscribed"),
+  "faro-36": faroSetting(36, "right-sized"),
+  "faro-48": faroSetting(48, "under-subscribed"),
   smoke: {
     name: "smoke",
     description: "Two jobs, 20 minutes of the Faro trace, every policy, one seed: for tests and a quick look",

@@ -2,8 +2,11 @@
  * What a run measures, per job and for the cluster: SLO violations (over the threshold, plus dropped),
  * Swayam's SLA-compliance frequency (libs/swayam SlaWindowTracker: 1000-request windows slid by 10), p50/p99
  * latency (libs/workload LatencyHistogram), backend-seconds (provisioning included) and cold starts; and
- * time series in bins for the plots (arrivals, violations, backends in use, a coarse per-bin p99).
+ * time series in bins for the plots (arrivals, violations, backends in use, a coarse per-bin p99); and Faro's
+ * job utility: each bin's (minute's) p99 latency, a dropped request counting as infinite, through the relaxed
+ * utility min(SLO / p99, 1), averaged over the bins with requests (Faro's lost utility is 1 minus it, per job).
  */
+import { relaxedUtility } from "@infergrid/faro";
 import { SlaWindowTracker } from "@infergrid/swayam";
 import { LatencyHistogram } from "@infergrid/workload";
 
@@ -40,6 +43,8 @@ export interface JobMetrics {
   meanWaitMs: number;
   backendSeconds: number;
   coldStarts: number;
+  /** Faro's job utility: mean over bins with requests of min(SLO / p99, 1), drops as infinite latency; in [0, 1]. */
+  utility: number;
 }
 
 export class Metrics {
@@ -55,6 +60,7 @@ export class Metrics {
   private readonly binArrivals: Float64Array;
   private readonly binViolations: Float64Array;
   private readonly binDone: Float64Array;
+  private readonly binDropped: Float64Array;
   private readonly binBackendMs: Float64Array;
   private readonly binHist: Uint32Array;
 
@@ -76,6 +82,7 @@ export class Metrics {
     this.binArrivals = new Float64Array(J * this.bins);
     this.binViolations = new Float64Array(J * this.bins);
     this.binDone = new Float64Array(J * this.bins);
+    this.binDropped = new Float64Array(J * this.bins);
     this.binBackendMs = new Float64Array(J * this.bins);
     this.binHist = new Uint32Array(J * this.bins * NB);
   }
@@ -113,6 +120,7 @@ export class Metrics {
     this.violations[job] = (this.violations[job] ?? 0) + 1;
     const b = job * this.bins + this.bin(now);
     this.binViolations[b] = (this.binViolations[b] ?? 0) + 1;
+    this.binDropped[b] = (this.binDropped[b] ?? 0) + 1;
     (this.sla[job] as SlaWindowTracker).record(undefined);
   }
 
@@ -158,7 +166,25 @@ export class Metrics {
       meanWaitMs: lat.count > 0 ? lat.mean - (this.serviceMs[j] ?? 0) / lat.count : Number.NaN,
       backendSeconds: (this.backendMs[j] ?? 0) / 1000,
       coldStarts: this.coldStarts[j] ?? 0,
+      utility: this.utility(j),
     };
+  }
+
+  private utility(j: number): number {
+    const slo = (this.jobs[j] as { sloMs: number }).sloMs;
+    let sum = 0;
+    let bins = 0;
+    for (let b = 0; b < this.bins; b++) {
+      const i = j * this.bins + b;
+      const done = this.binDone[i] ?? 0;
+      const total = done + (this.binDropped[i] ?? 0);
+      if (total === 0) continue;
+      const rank = Math.ceil(0.99 * total);
+      const p99 = rank > done ? Number.POSITIVE_INFINITY : bucketAtRank(this.binHist.subarray(i * NB, (i + 1) * NB), rank);
+      sum += relaxedUtility(p99, slo);
+      bins++;
+    }
+    return bins > 0 ? sum / bins : 1;
   }
 
   /** Cluster-wide latency percentiles: merged from the per-job histograms. */
@@ -220,7 +246,11 @@ export class Metrics {
 
 /** The upper edge of the bucket holding the q-quantile (nearest rank) of `total` counts. */
 function bucketPercentile(counts: ArrayLike<number>, total: number, q: number): number {
-  const rank = Math.ceil(q * total);
+  return bucketAtRank(counts, Math.ceil(q * total));
+}
+
+/** The upper edge of the bucket holding the rank-th smallest count (1-based). */
+function bucketAtRank(counts: ArrayLike<number>, rank: number): number {
   let seen = 0;
   let k = 0;
   for (; k < NB - 1; k++) {

@@ -9,6 +9,7 @@ import { lognormalMean, lognormalQuantile } from "@infergrid/core";
 import type { JobSpec, PolicySpec, ServiceTimeSpec } from "./config.js";
 
 export const POLICY_NAMES = [
+  "infergrid",
   "swayam",
   "hpa-utilisation",
   "hpa-requests",
@@ -90,6 +91,10 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
   const bounds = (j: number) => ({ minReplicas: 1, maxReplicas: ctx.maxReplicas?.[j] ?? ctx.capacity });
   const ones = new Array<number>(J).fill(1);
   switch (name) {
+    case "infergrid":
+      // This system: Swayam's frontends inside the slow loop's shares (predictor + the allocator's
+      // ShareController), with pruning of requests that can no longer meet the SLO.
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true };
     case "swayam":
       return { kind: "swayam", name, scaling: "swayam" };
     case "swayam-static":

@@ -9,7 +9,7 @@ import { planStaticAllocation } from "@infergrid/allocation";
 import { seededRandom } from "@infergrid/core";
 import { jobCounts, readTraceFile, selectJobs, sliceMinutes, type Trace } from "@infergrid/workload";
 import type { JobSpec, SimConfig } from "./config.js";
-import { type Experiment, PAPER_SWAYAM_TIMING } from "./experiments.js";
+import { DEFAULT_SLOW_LOOP, type Experiment, PAPER_SWAYAM_TIMING } from "./experiments.js";
 import { buildPolicy, type PolicyContext, type PolicyName, peakSizes } from "./policies.js";
 import { type RunResult, simulate, traceArrivals } from "./simulate.js";
 
@@ -101,6 +101,8 @@ export function proportional(weights: readonly number[], total: number): number[
 export function configFor(p: PreparedExperiment, policy: PolicyName, seed: number): SimConfig {
   const e = p.experiment;
   const c = e.cluster;
+  const spec = buildPolicy(policy, p.policyContext);
+  const slow = spec.kind === "swayam" && spec.slowLoop === true;
   return {
     jobs: p.jobs,
     capacity: p.capacity,
@@ -111,7 +113,7 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
     dropAfterMs: c.dropAfterMs,
     binMs: c.binMs ?? 60_000 / e.trace.compression,
     seed,
-    policy: buildPolicy(policy, p.policyContext),
+    policy: spec,
     swayam: {
       frontends: c.frontends,
       autoscaleMs: c.autoscaleMs,
@@ -121,6 +123,16 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
       minWarm: p.jobs.map(() => e.swayam.minWarm),
       bootstrap: p.jobs.map(() => e.swayam.bootstrap),
       allocate: planStaticAllocation,
+      ...(spec.kind === "swayam" && spec.prune === true ? { prune: true } : {}),
+      ...(slow
+        ? {
+            slowLoop: {
+              ...DEFAULT_SLOW_LOOP,
+              ...e.slowLoop,
+              controller: { coldStartMs: c.coldStartMs, ...DEFAULT_SLOW_LOOP.controller, ...e.slowLoop?.controller },
+            },
+          }
+        : {}),
     },
   };
 }

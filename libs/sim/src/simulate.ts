@@ -27,6 +27,8 @@ export interface ClusterMetrics {
   p99Ms: number;
   backendSeconds: number;
   coldStarts: number;
+  /** Faro's lost cluster utility: the jobs' maximum utility (1 each) minus what they achieved. */
+  lostUtility: number;
 }
 
 export interface RunResult {
@@ -86,6 +88,7 @@ export function simulate(config: SimConfig, arrivals: Iterator<ArrivalEvent>, on
       p99Ms: latency.p99Ms,
       backendSeconds: sum((m) => m.backendSeconds),
       coldStarts: sum((m) => m.coldStarts),
+      lostUtility: sum((m) => 1 - m.utility),
     },
     stats: {
       ...stats,

@@ -2,7 +2,11 @@
  * Swayam's serving discipline, driving the production code: every simulated frontend wraps a
  * libs/swayam FrontendScaler per job (as services/frontend's SwayamScaler does, with the same options),
  * dispatches with pickBackend inside its prefix, and every backend is a libs/swayam BackendState. The lists
- * come from the global allocator's policy (libs/allocation), run at time 0.
+ * come from the global allocator's policy (libs/allocation), run at time 0; with a slow loop, the allocator's
+ * ShareController re-plans them every tick from the predictor's forecasts (SimPredictor, the predictor's
+ * forecasters) and each job's outcomes, and the shares become lists through libs/allocation's
+ * shareAllocationPolicy, as in services/global-allocator. A backend taken out of a list drains (finishes what
+ * it holds, unloads) and is cold for the list it joins.
  *
  * Mirrors services/frontend: the broker spreads each job's requests round robin over the frontends; a
  * refused request is retried on another prefix entry after delta; once every prefix entry refused, the tried
@@ -17,9 +21,21 @@
  * Simplification: the frontend reads a backend's true state when deciding what to warm (the service reads the
  * last state the backend reported); both warm exactly the cold entries except around a state change.
  */
-import type { Lognormal } from "@infergrid/core";
-import { BackendState, FrontendScaler, pickBackend, type RefusalReason, type ServiceSla } from "@infergrid/swayam";
+import {
+  type AllocationDecision,
+  type PlannedSpec,
+  ShareController,
+  type ShareService,
+  type ShareSignal,
+  shareAllocationPolicy,
+  shareInput,
+} from "@infergrid/allocation";
+import { type Lognormal, lognormalMean } from "@infergrid/core";
+import { BackendState, FrontendScaler, isPastSaving, pickBackend, type RefusalReason, type ServiceSla } from "@infergrid/swayam";
+import type { SlowLoopSettings } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
+import { meanServiceMs } from "./policies.js";
+import { SimPredictor } from "./signals.js";
 
 const TICK = FIRST_MODEL_EVENT;
 const PROBE = FIRST_MODEL_EVENT + 1;
@@ -28,6 +44,7 @@ const REPLY = FIRST_MODEL_EVENT + 3;
 const REFUSED = FIRST_MODEL_EVENT + 4;
 const LOADED = FIRST_MODEL_EVENT + 6;
 const IDLE = FIRST_MODEL_EVENT + 7;
+const SLOW = FIRST_MODEL_EVENT + 8;
 
 const IDLE_SLACK_MS = 0.001;
 /** services/frontend Dispatcher's MAX_ROUND_GAP_MS: the longest backoff between two rounds over the prefix. */
@@ -48,7 +65,10 @@ export class SwayamCluster implements ClusterModel {
   private readonly F: number;
   private readonly backends: BackendState[];
   private readonly backendIds: string[];
+  /** The list a backend is in (-1: free). */
   private readonly backendJob: Int32Array;
+  /** The job a backend is loaded (or loading) for: its backend-seconds go there. */
+  private readonly chargedTo: Int32Array;
   private readonly since: Float64Array;
   private readonly idlePending: Uint8Array;
   private lists: Int32Array[] = [];
@@ -61,6 +81,11 @@ export class SwayamCluster implements ClusterModel {
   private readonly priors: (Lognormal | undefined)[];
   private readonly names: string[];
   private readonly brokerMs: number;
+  private readonly expectedServiceMs: number[];
+  private readonly slowLoop: SlowLoopSettings | undefined;
+  private readonly predictor: SimPredictor | undefined;
+  private readonly controller: ShareController | undefined;
+  private readonly planned: PlannedSpec[];
 
   constructor(private readonly sim: Simulation) {
     const c = sim.config;
@@ -73,6 +98,7 @@ export class SwayamCluster implements ClusterModel {
       this.backendIds.push(`b${String(i).padStart(4, "0")}`);
     }
     this.backendJob = new Int32Array(c.capacity).fill(-1);
+    this.chargedTo = new Int32Array(c.capacity).fill(-1);
     this.since = new Float64Array(c.capacity).fill(Number.NaN);
     this.idlePending = new Uint8Array(c.capacity);
     this.nCache = new Int32Array(this.F * this.J);
@@ -82,30 +108,32 @@ export class SwayamCluster implements ClusterModel {
     this.slas = c.jobs.map((j) => ({ rtMaxMs: j.sloMs, slMin: j.slMin, burstFactor: j.burstFactor }));
     this.priors = c.jobs.map((j) => (j.serviceTime.kind === "lognormal" ? j.serviceTime.dist : undefined));
     this.brokerMs = 2 * c.hopMs;
+    // services/frontend prunes with the backends' smoothed compute time, which settles at the mean.
+    this.expectedServiceMs = c.jobs.map((j) => meanServiceMs(j.serviceTime));
+    this.slowLoop = c.swayam.slowLoop;
+    this.slowLoop = c.swayam.slowLoop;
+    // Under the slow loop a service registers without a cap (the real services' default): its share is the
+    // loop's to set. Without it, the experiment's list lengths are the caps of the static split.
+    this.planned = c.jobs.map((job, j) => ({
+      name: job.name,
+      minBackends: 1,
+      maxBackends: this.slowLoop ? 0 : (c.swayam.listLengths[j] ?? 0),
+      initialBackends: c.swayam.minWarm[j] ?? 1,
+      latencyThresholdMs: job.sloMs,
+      percentile: job.slMin * 100,
+      ...(job.serviceTime.kind === "lognormal" ? { profileMeanMs: lognormalMean(job.serviceTime.dist) } : {}),
+    }));
+    if (this.slowLoop) {
+      this.predictor = new SimPredictor(c.jobs, this.slowLoop.predictor);
+      this.controller = new ShareController({ ...this.slowLoop.controller, stepMs: this.slowLoop.predictor.stepMs });
+    }
   }
 
   start(): void {
     const c = this.sim.config;
     const s = c.swayam;
-    const plan = s.allocate({
-      services: c.jobs.map((job, j) => ({
-        name: job.name,
-        minBackends: 1,
-        maxBackends: s.listLengths[j] ?? 0,
-        initialBackends: s.minWarm[j] ?? 1,
-        currentList: [],
-      })),
-      freeBackends: this.backendIds,
-      poolSize: c.capacity,
-    });
-    const index = new Map(this.backendIds.map((id, i) => [id, i]));
-    this.lists = c.jobs.map((job, j) => {
-      const ids = plan.lists.get(job.name) ?? [];
-      const list = Int32Array.from(ids.map((id) => index.get(id) ?? -1));
-      for (const b of list) this.backendJob[b] = j;
-      return list;
-    });
-    this.minWarm = c.jobs.map((job, j) => plan.minWarm.get(job.name) ?? s.minWarm[j] ?? 1);
+    this.lists = c.jobs.map(() => new Int32Array(0));
+    this.applyPlan(s.allocate(this.allocationInput()));
 
     for (let f = 0; f < this.F; f++) {
       for (let j = 0; j < this.J; j++) {
@@ -138,11 +166,13 @@ export class SwayamCluster implements ClusterModel {
         be.warmUp(0, this.names[j] as string);
         be.loadFinished(0);
         this.since[b] = 0;
+        this.chargedTo[b] = j;
         this.ensureIdleCheck(b);
       }
     }
     // Frontends' timers are not synchronised: stagger them over one period.
     for (let f = 0; f < this.F; f++) this.sim.schedule((f * s.autoscaleMs) / this.F, TICK, f);
+    if (this.slowLoop) this.sim.schedule(this.slowLoop.tickMs, SLOW, 0);
   }
 
   arrive(req: number): void {
@@ -152,6 +182,7 @@ export class SwayamCluster implements ClusterModel {
     const f = (this.rr[j] as number) % this.F;
     this.rr[j] = f + 1;
     r.frontend[req] = f;
+    this.predictor?.arrival(j, sim.now);
     (this.scalers[f * this.J + j] as FrontendScaler).recordArrival(sim.now);
     this.dispatch(req, 0);
   }
@@ -180,6 +211,9 @@ export class SwayamCluster implements ClusterModel {
         return;
       case TICK:
         this.tick(a);
+        return;
+      case SLOW:
+        this.replan();
         return;
       default:
         throw new Error(`swayam cluster: unknown event kind ${kind}`);
@@ -217,12 +251,19 @@ export class SwayamCluster implements ClusterModel {
       }
       idx ??= 0;
     }
-    if (gapMs > 0 && at - (r.arrival[req] as number) >= sim.config.dropAfterMs) {
+    const arrived = r.arrival[req] as number;
+    const attempts = r.attempts[req] as number;
+    if (
+      (gapMs > 0 && at - arrived >= sim.config.dropAfterMs) ||
+      (sim.config.swayam.prune === true &&
+        isPastSaving(at, arrived, this.expectedServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, attempts))
+    ) {
       sim.drop(req);
       return;
     }
-    r.attempts[req] = (r.attempts[req] as number) + 1;
+    r.attempts[req] = attempts + 1;
     r.target[req] = idx;
+    r.backend[req] = list[idx] as number;
     sim.schedule(at + sim.config.hopMs, PROBE, req);
   }
 
@@ -230,7 +271,7 @@ export class SwayamCluster implements ClusterModel {
     const sim = this.sim;
     const r = sim.requests;
     const j = r.job[req] as number;
-    const b = (this.lists[j] as Int32Array)[r.target[req] as number] as number;
+    const b = r.backend[req] as number;
     const be = this.backends[b] as BackendState;
     const res = be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[j]);
     if (res.accepted) {
@@ -244,10 +285,10 @@ export class SwayamCluster implements ClusterModel {
   private done(req: number): void {
     const sim = this.sim;
     const r = sim.requests;
-    const b = (this.lists[r.job[req] as number] as Int32Array)[r.target[req] as number] as number;
+    const b = r.backend[req] as number;
     const be = this.backends[b] as BackendState;
-    be.release(sim.now);
-    this.ensureIdleCheck(b);
+    if (be.release(sim.now)) this.wentCold(b);
+    else this.ensureIdleCheck(b);
     sim.schedule(sim.now + sim.config.hopMs, REPLY, req, be.frontendsSeen(sim.now));
   }
 
@@ -255,7 +296,7 @@ export class SwayamCluster implements ClusterModel {
     const sim = this.sim;
     const r = sim.requests;
     const j = r.job[req] as number;
-    const b = (this.lists[j] as Int32Array)[r.target[req] as number] as number;
+    const b = r.backend[req] as number;
     const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
     scaler.observeReply(this.backendIds[b] as string, frontendsSeen, r.service[req] as number, sim.now);
     sim.complete(req, sim.now - (r.arrival[req] as number) + this.brokerMs);
@@ -266,10 +307,10 @@ export class SwayamCluster implements ClusterModel {
     const r = sim.requests;
     const j = r.job[req] as number;
     const idx = r.target[req] as number;
-    const b = (this.lists[j] as Int32Array)[idx] as number;
+    const b = r.backend[req] as number;
     const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
     scaler.observeReply(this.backendIds[b] as string, Math.floor(code / 8), undefined, sim.now);
-    if (REASONS[code % 8] === "cold") this.warm(b, j);
+    if (REASONS[code % 8] === "cold" && this.backendJob[b] === j) this.warm(b, j);
     let excluded = r.excluded[req];
     if (excluded === undefined) {
       excluded = new Set<number>();
@@ -285,6 +326,7 @@ export class SwayamCluster implements ClusterModel {
     if (!be.warmUp(sim.now, this.names[j] as string).startLoad) return;
     sim.metrics.coldStart(j);
     this.since[b] = sim.now;
+    this.chargedTo[b] = j;
     sim.schedule(sim.now + sim.config.coldStartMs, LOADED, b);
   }
 
@@ -303,11 +345,90 @@ export class SwayamCluster implements ClusterModel {
     this.idlePending[b] = 0;
     const be = this.backends[b] as BackendState;
     if (be.checkIdle(this.sim.now)) {
-      this.sim.metrics.occupancy(this.backendJob[b] as number, this.since[b] as number, this.sim.now);
-      this.since[b] = Number.NaN;
+      this.wentCold(b);
       return;
     }
     this.ensureIdleCheck(b);
+  }
+
+  /** A backend went cold (decommissioned itself, or finished draining): its occupancy ends. */
+  private wentCold(b: number): void {
+    const since = this.since[b] as number;
+    if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.chargedTo[b] as number, since, this.sim.now);
+    this.since[b] = Number.NaN;
+  }
+
+  private allocationInput() {
+    const inLists = new Set<number>();
+    for (const l of this.lists) for (const b of l) inLists.add(b);
+    return {
+      services: this.planned.map((p, j) => ({
+        name: p.name,
+        minBackends: p.minBackends,
+        maxBackends: p.maxBackends,
+        initialBackends: p.initialBackends,
+        currentList: Array.from(this.lists[j] as Int32Array, (b) => this.backendIds[b] as string),
+      })),
+      freeBackends: this.backendIds.filter((_, b) => !inLists.has(b)),
+      poolSize: this.backends.length,
+    };
+  }
+
+  /** New lists and warm floors; a backend leaving a list drains, one joining is cold for its new job until warmed. */
+  private applyPlan(plan: AllocationDecision): void {
+    const index = new Map(this.backendIds.map((id, i) => [id, i]));
+    const now = this.sim.now;
+    const next = this.planned.map((p) => Int32Array.from(plan.lists.get(p.name) ?? [], (id) => index.get(id) ?? -1));
+    const member = new Int32Array(this.backends.length).fill(-1);
+    next.forEach((list, j) => {
+      for (const b of list) member[b] = j;
+    });
+    for (let b = 0; b < this.backends.length; b++) {
+      const was = this.backendJob[b] as number;
+      const is = member[b] as number;
+      if (was === is) continue;
+      this.backendJob[b] = is;
+      if (was >= 0 && (this.backends[b] as BackendState).drain(now)) this.wentCold(b);
+    }
+    this.lists = next;
+    this.minWarm = this.planned.map((p, j) => plan.minWarm.get(p.name) ?? this.sim.config.swayam.minWarm[j] ?? 1);
+  }
+
+  /** One tick of the slow loop: the allocator's ShareController over forecasts and outcomes, then new lists. */
+  private replan(): void {
+    const sim = this.sim;
+    const now = sim.now;
+    const loop = this.slowLoop as SlowLoopSettings;
+    const forecasts = (this.predictor as SimPredictor).forecasts(now);
+    const services: ShareService[] = [];
+    const signals: ShareSignal[] = [];
+    this.planned.forEach((spec, j) => {
+      const o = sim.live.take(j, now);
+      const input = shareInput(
+        spec,
+        {
+          arrivals: o.arrivals,
+          completed: o.completed,
+          withinSlo: o.completed - (o.violations - o.dropped),
+          failed: o.dropped,
+          serviceTimeMeanMs: o.completed > 0 ? o.serviceMeanMs : 0,
+        },
+        loop.tickMs / 1000,
+        forecasts[j],
+        this.expectedServiceMs[j] as number,
+      );
+      let warm = 0;
+      for (const b of this.lists[j] as Int32Array) {
+        const st = (this.backends[b] as BackendState).state;
+        if ((st === "warm-idle" || st === "busy") && this.chargedTo[b] === j) warm++;
+      }
+      services.push(input.service);
+      signals.push({ ...input.signal, warm });
+    });
+    const outcome = (this.controller as ShareController).tick(now, services, signals, this.backends.length);
+    if (outcome.ok) this.applyPlan(shareAllocationPolicy(outcome.shares)(this.allocationInput()));
+    const next = now + loop.tickMs;
+    if (next < sim.config.durationMs) sim.schedule(next, SLOW, 0);
   }
 
   private tick(f: number): void {
@@ -344,7 +465,7 @@ export class SwayamCluster implements ClusterModel {
   finish(endMs: number): void {
     for (let b = 0; b < this.backends.length; b++) {
       const since = this.since[b] as number;
-      if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.backendJob[b] as number, since, endMs);
+      if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.chargedTo[b] as number, since, endMs);
     }
   }
 

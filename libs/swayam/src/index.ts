@@ -3,6 +3,7 @@ export * from "./frontend-count.js";
 export * from "./frontend-scaler.js";
 export * from "./parameters.js";
 export * from "./prefix-dispatch.js";
+export * from "./pruning.js";
 export * from "./rate-history.js";
 export * from "./response-time-model.js";
 export * from "./scaling-decision.js";

@@ -3,6 +3,7 @@ import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
+import { isPastSaving } from "@infergrid/swayam";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { ServiceView } from "./service-table.js";
 
@@ -120,7 +121,7 @@ export class Dispatcher {
       }
       const ref = list[index];
       if (!ref) break;
-      if (prune && attempts > 0 && Date.now() - prune.arrivedAt + prune.expectedServiceMs > prune.rtMaxMs) {
+      if (prune && isPastSaving(Date.now(), prune.arrivedAt, prune.expectedServiceMs, prune.rtMaxMs, attempts)) {
         throw new GrpcStatusError(
           grpc.status.DEADLINE_EXCEEDED,
           `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
