@@ -13,16 +13,17 @@ import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
  * every 5 minutes planned at the 0.6 quantile, the reactive stage every 10 s raising a share after 3
  * violating ticks; the predictor's defaults (N-HiTS over one-minute steps, 7 ahead).
  */
-export const DEFAULT_SLOW_LOOP: Omit<SlowLoopSettings, "controller"> & { controller: Omit<SlowLoopSettings["controller"], "coldStartMs"> } = {
-  controller: {
-    objective: { kind: "fairSum" },
-    solvePeriodMs: 300_000,
-    reactiveTicks: 3,
-    plan: { kind: "quantile", q: 0.6 },
-  },
-  tickMs: 10_000,
-  predictor: DEFAULT_SIM_PREDICTOR,
-};
+export const DEFAULT_SLOW_LOOP: Omit<SlowLoopSettings, "controller"> & { controller: Omit<SlowLoopSettings["controller"], "coldStartMs"> } =
+  {
+    controller: {
+      objective: { kind: "fairSum" },
+      solvePeriodMs: 300_000,
+      reactiveTicks: 3,
+      plan: { kind: "quantile", q: 0.6 },
+    },
+    tickMs: 10_000,
+    predictor: DEFAULT_SIM_PREDICTOR,
+  };
 
 /** Faro's ResNet-34 profile (../shared/traces/README.md), scipy lognormal in ms. */
 export const RESNET34: Lognormal = { shape: 0.3602, loc: 72.86, scale: 86.69 };

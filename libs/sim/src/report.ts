@@ -11,6 +11,7 @@ export interface PolicySummary {
   runs: number;
   violationRate: Stat;
   meanJobViolationRate: Stat;
+  lostUtility: Stat;
   slaCompliance: Stat;
   minSlaCompliance: Stat;
   p50Ms: Stat;
@@ -45,6 +46,7 @@ export function summarise(result: ExperimentResult): PolicySummary[] {
     runs: runs.length,
     violationRate: stat(runs.map((r) => r.cluster.violationRate * 100)),
     meanJobViolationRate: stat(runs.map((r) => r.cluster.meanJobViolationRate * 100)),
+    lostUtility: stat(runs.map((r) => r.cluster.lostUtility)),
     slaCompliance: stat(runs.map((r) => r.cluster.slaCompliance * 100)),
     minSlaCompliance: stat(runs.map((r) => r.cluster.minSlaCompliance * 100)),
     p50Ms: stat(runs.map((r) => r.cluster.p50Ms)),
@@ -71,6 +73,7 @@ const COLUMNS: [string, (p: PolicySummary) => string][] = [
   ["policy", (p) => p.policy],
   ["SLO violations %", (p) => fmt(p.violationRate, 3)],
   ["mean job violations %", (p) => fmt(p.meanJobViolationRate, 3)],
+  ["lost utility", (p) => fmt(p.lostUtility, 3)],
   ["SLA compliance % (mean job)", (p) => fmt(p.slaCompliance, 2)],
   ["worst job SLA %", (p) => fmt(p.minSlaCompliance, 2)],
   ["p50 ms", (p) => fmt(p.p50Ms, 0)],
@@ -144,6 +147,39 @@ function setupLines(result: ExperimentResult): string[] {
   ];
 }
 
+/** Policies that are this system or its parts, Faro as published, or oracles: not baselines a user would pick. */
+const NOT_BASELINES = new Set(["infergrid", "swayam", "swayam-static", "faro-published", "clair-a1", "clair-a2"]);
+
+/**
+ * This system's violation rate against the others': how many times lower than the best baseline a user could
+ * deploy (HPA, KPA, Ray Serve, the Faro paper's baselines, a fixed allocation), than Faro as published and than
+ * Swayam alone. Empty when the experiment did not run "infergrid".
+ */
+export function comparisonLines(summary: readonly PolicySummary[]): string[] {
+  const ours = summary.find((p) => p.policy === "infergrid");
+  if (!ours) return [];
+  const v = ours.violationRate.mean;
+  const ratio = (p: PolicySummary) => (v > 0 ? `${(p.violationRate.mean / v).toFixed(2)}x` : "inf");
+  const lines = [`infergrid: ${v.toFixed(3)} % SLO violations, lost utility ${ours.lostUtility.mean.toFixed(3)}.`];
+  const baselines = summary.filter((p) => !NOT_BASELINES.has(p.policy));
+  const best = baselines.reduce<PolicySummary | undefined>(
+    (b, p) => (!b || p.violationRate.mean < b.violationRate.mean ? p : b),
+    undefined,
+  );
+  if (best) lines.push(`- best baseline: ${best.policy}, ${best.violationRate.mean.toFixed(3)} % (${ratio(best)} infergrid's)`);
+  for (const name of ["faro-published", "swayam"]) {
+    const p = summary.find((x) => x.policy === name);
+    if (p) lines.push(`- ${name}: ${p.violationRate.mean.toFixed(3)} % (${ratio(p)} infergrid's)`);
+  }
+  const lower = summary.filter((p) => p.policy !== "infergrid" && !p.policy.startsWith("clair") && p.violationRate.mean < v);
+  lines.push(
+    lower.length === 0
+      ? "- no other deployable policy had fewer violations."
+      : `- fewer violations than infergrid: ${lower.map((p) => `${p.policy} ${p.violationRate.mean.toFixed(3)} %`).join(", ")}.`,
+  );
+  return [...lines, ""];
+}
+
 export function markdownReport(result: ExperimentResult): string {
   const summary = summarise(result);
   const perJob = perJobRows(result);
@@ -156,12 +192,15 @@ export function markdownReport(result: ExperimentResult): string {
     "",
     "Mean over seeds (min-max in parentheses when they differ). Violations: requests over the SLO plus dropped ones;",
     "SLA compliance: Swayam's metric (windows of 1000 requests slid by 10 meeting the percentile), mean over jobs.",
+    "Lost utility: Faro's, summed over jobs (each job at most 1): a job's utility is the mean over minutes of",
+    "min(SLO / that minute's p99, 1), a dropped request counting as infinite latency.",
     "",
     markdownTable(
       COLUMNS.map(([h]) => h),
       summary.map((p) => COLUMNS.map(([, f]) => f(p))),
     ),
     "",
+    ...comparisonLines(summary),
     "## Per job",
     "",
     markdownTable(perJob.header, perJob.rows),
