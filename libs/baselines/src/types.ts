@@ -5,6 +5,8 @@
  * (see window.ts), as in both upstreams: the decider gets already-aggregated numbers.
  */
 
+import type { ServiceForecast } from "@infergrid/faro";
+
 /** What a controller observed about one deployment (job) when it ticks. Each policy reads what it needs. */
 export interface Observation {
   /** Replicas serving (ready / running). */
@@ -21,6 +23,34 @@ export interface Observation {
   concurrency: number;
   /** The same over the short (panic) window; policies without one may ignore it. */
   concurrencyShort: number;
+  /** Outcomes of the requests that ended since the previous tick; filled only for policies that observe them. */
+  tick?: TickWindow;
+  /** The predictor's newest forecast of the arrival rate (req/s per step); filled only for policies that ask for it. */
+  forecast?: ServiceForecast;
+}
+
+/** One job's request outcomes over one controller tick (the latency metrics Faro's controllers scrape). */
+export interface TickWindow {
+  /** Requests that ended (completed or dropped). */
+  ended: number;
+  dropped: number;
+  /** Ended over the SLO, or dropped. */
+  violations: number;
+  /** 99th percentile latency of all that ended, a dropped request counted as infinite; NaN if none ended. */
+  p99Ms: number;
+  /** Mean service time of the completed ones (NaN if none). */
+  serviceMeanMs: number;
+  arrivals: number;
+  spanMs: number;
+}
+
+/**
+ * What a policy needs beyond the windowed averages, so the controller pays for a signal only when a policy
+ * reads it (a forecast runs the predictor's model per job; a tick window sorts the tick's latencies).
+ */
+export interface ObservedSignals {
+  tick?: boolean;
+  forecast?: boolean;
 }
 
 export interface ScalingDecision {
@@ -41,6 +71,8 @@ export interface ScalingPolicy<S> {
   readonly periodMs: number;
   /** The metric windows the controller must aggregate for this policy (ms). */
   readonly windows: MetricWindows;
+  /** Signals beyond the windowed averages (default: none). */
+  readonly observes?: ObservedSignals;
   initialState(now: number, replicas: number): S;
   decide(ctx: ScalingContext<S>): { decision: ScalingDecision; state: S };
 }
@@ -59,6 +91,7 @@ export interface AnyScalingPolicy {
   readonly name: string;
   readonly periodMs: number;
   readonly windows: MetricWindows;
+  readonly observes?: ObservedSignals;
   initialState(now: number, replicas: number): unknown;
   decide(ctx: ScalingContext<unknown>): { decision: ScalingDecision; state: unknown };
 }
@@ -75,4 +108,49 @@ export interface ReplicaBounds {
 
 export function clamp(n: number, bounds: ReplicaBounds): number {
   return Math.min(bounds.maxReplicas, Math.max(bounds.minReplicas, n));
+}
+
+/** The cluster as a central controller sees it: what it may hand out and how long a new replica takes. */
+export interface ClusterFacts {
+  /** Replicas the cluster can hold (all jobs together). */
+  capacity: number;
+  /** From a replica's creation to serving, ms. */
+  coldStartMs: number;
+}
+
+export interface ClusterScalingContext<S> {
+  now: number;
+  state: S;
+  /** One observation per job, in job order. */
+  observed: readonly Observation[];
+  cluster: ClusterFacts;
+}
+
+/**
+ * A controller that decides every job's replicas at once from all jobs' observations (Faro's autoscaler
+ * scales all jobs of the cluster together), where a ScalingPolicy decides one job alone.
+ */
+export interface ClusterScalingPolicy<S> {
+  readonly name: string;
+  readonly periodMs: number;
+  readonly windows: MetricWindows;
+  readonly observes?: ObservedSignals;
+  /** replicas: each job's replicas at `now`. */
+  initialState(now: number, replicas: readonly number[], cluster: ClusterFacts): S;
+  /** One decision per job, in job order. */
+  decide(ctx: ClusterScalingContext<S>): { decisions: ScalingDecision[]; state: S };
+}
+
+export interface AnyClusterScalingPolicy {
+  readonly name: string;
+  readonly periodMs: number;
+  readonly windows: MetricWindows;
+  readonly observes?: ObservedSignals;
+  initialState(now: number, replicas: readonly number[], cluster: ClusterFacts): unknown;
+  decide(ctx: ClusterScalingContext<unknown>): { decisions: ScalingDecision[]; state: unknown };
+}
+
+/** Erases a central policy's state type, as erase does for a per-job one. */
+export function eraseCluster<S>(policy: ClusterScalingPolicy<S>): AnyClusterScalingPolicy {
+  return policy as unknown as AnyClusterScalingPolicy;
 }
