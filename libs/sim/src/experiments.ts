@@ -3,25 +3,26 @@
  * (infra/local: --from-minute, --minutes, --compression = trace minutes per wall minute, --rate-scale
  * multiplies the counts; libs/workload ReplayOptions), so one configuration reads the same in both.
  */
+import { OBJECTIVES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
 import type { Lognormal } from "@infergrid/core";
 import type { SlowLoopSettings } from "./config.js";
 import { POLICY_NAMES, type PolicyName } from "./policies.js";
 import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
 
 /**
- * The global allocator's defaults (services/global-allocator --policy faro): FairSum, a predictive solve
- * every 5 minutes planned at the 0.6 quantile, the reactive stage every 10 s raising a share after 3
- * violating ticks; the predictor's defaults (N-HiTS over one-minute steps, 7 ahead).
+ * The global allocator's defaults (services/global-allocator --policy faro, libs/allocation
+ * SLOW_LOOP_DEFAULTS) and the predictor's (N-HiTS over one-minute steps, 7 ahead). The cold start planned
+ * is the experiment's.
  */
 export const DEFAULT_SLOW_LOOP: Omit<SlowLoopSettings, "controller"> & { controller: Omit<SlowLoopSettings["controller"], "coldStartMs"> } =
   {
     controller: {
-      objective: { kind: "fairSum" },
-      solvePeriodMs: 300_000,
-      reactiveTicks: 3,
-      plan: { kind: "quantile", q: 0.6 },
+      objective: OBJECTIVES[SLOW_LOOP_DEFAULTS.objective],
+      solvePeriodMs: SLOW_LOOP_DEFAULTS.solvePeriodMs,
+      reactiveTicks: SLOW_LOOP_DEFAULTS.reactiveTicks,
+      plan: SLOW_LOOP_DEFAULTS.planQuantile >= 1 ? { kind: "max" } : { kind: "quantile", q: SLOW_LOOP_DEFAULTS.planQuantile },
     },
-    tickMs: 10_000,
+    tickMs: SLOW_LOOP_DEFAULTS.reactiveTickMs,
     predictor: DEFAULT_SIM_PREDICTOR,
   };
 

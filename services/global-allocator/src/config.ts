@@ -1,3 +1,4 @@
+import { OBJECTIVE_NAMES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
 import { field } from "@infergrid/runtime";
 import { z } from "zod";
 
@@ -20,17 +21,20 @@ export const allocatorConfig = z.object({
     .enum(["static", "faro"])
     .default("static")
     .describe("how the pool is shared: static (capped or equal lists) or faro (the hybrid loop over forecasts and SLO violations)"),
-  objective: z
-    .enum(["sum", "fair", "fair-sum", "penalty-sum", "penalty-fair-sum"])
-    .default("penalty-fair-sum")
-    .describe("faro: the cluster objective the shares maximise"),
-  solvePeriodMs: field.ms(300_000).describe("faro: between predictive solves (Faro: 5 min)"),
-  reactiveTickMs: field.ms(10_000).describe("faro: period of the reactive stage; SLO violations are judged over each tick"),
-  reactiveTicks: field.int(3, 1).describe("faro: consecutive violating ticks before a service's share grows by one"),
+  objective: z.enum(OBJECTIVE_NAMES).default(SLOW_LOOP_DEFAULTS.objective).describe("faro: the cluster objective the shares maximise"),
+  solvePeriodMs: field.ms(SLOW_LOOP_DEFAULTS.solvePeriodMs).describe("faro: between predictive solves (Faro: 5 min)"),
+  reactiveTickMs: field
+    .ms(SLOW_LOOP_DEFAULTS.reactiveTickMs)
+    .describe("faro: period of the reactive stage; SLO violations are judged over each tick"),
+  reactiveTicks: field
+    .int(SLOW_LOOP_DEFAULTS.reactiveTicks, 1)
+    .describe("faro: consecutive violating ticks before a service's share grows by one"),
   planQuantile: field
-    .number(0.9, 0, 1)
+    .number(SLOW_LOOP_DEFAULTS.planQuantile, 0, 1)
     .describe("faro: forecast quantile planned for (Faro's artifact: 0.6; 1 = the highest quantile published)"),
-  plannedColdStartMs: field.ms(10_000).describe("faro: capacity added now is planned to serve only after this"),
+  plannedColdStartMs: field
+    .ms(SLOW_LOOP_DEFAULTS.plannedColdStartMs)
+    .describe("faro: capacity added now is planned to serve only after this"),
   forecastMaxAgeMs: field.ms(120_000).describe("faro: a forecast older than this is not planned from (the observed rate is)"),
   poolActuator: z
     .enum(["none", "local", "kubernetes"])

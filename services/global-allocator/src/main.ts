@@ -1,6 +1,5 @@
-import { planStaticAllocation } from "@infergrid/allocation";
+import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { Registry, serveMember } from "@infergrid/control-plane";
-import type { ObjectiveSpec } from "@infergrid/faro";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { RegistryActuator, readRegistry } from "./actuator.js";
@@ -19,14 +18,6 @@ import { SignalBook } from "./signals.js";
 const SIGNAL_KEEP_MS = 5 * 60_000;
 /** Planned service time of a service with no profile in its spec and no measurements yet. */
 const DEFAULT_SERVICE_TIME_MS = 100;
-
-const OBJECTIVES: Record<AllocatorConfig["objective"], ObjectiveSpec> = {
-  sum: { kind: "sum" },
-  fair: { kind: "fair" },
-  "fair-sum": { kind: "fairSum" },
-  "penalty-sum": { kind: "penaltySum" },
-  "penalty-fair-sum": { kind: "penaltyFairSum" },
-};
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
