@@ -13,11 +13,25 @@
  *    termination), holding its backend until then.
  * Requests that wait longer than dropAfterMs before starting are dropped (the client gave up): violations.
  * Every request pays 4 network hops (ingress to router to replica and back), a constant here.
+ *
+ * The controller is either one policy per job (each decides its job alone) or one central policy deciding
+ * every job at once from all jobs' observations (Faro's autoscaler); the reconciliation is the same. Signals a
+ * policy asks for beyond the windowed averages are gathered only then: each job's outcomes since the last
+ * tick (sim.live; this controller is the only one that takes its windows) and the predictor's forecasts
+ * (a SimPredictor fed every arrival).
  */
-import { type AnyScalingPolicy, CumulativeWindow, type Observation } from "@infergrid/baselines";
+import {
+  type AnyClusterScalingPolicy,
+  type AnyScalingPolicy,
+  CumulativeWindow,
+  type MetricWindows,
+  type Observation,
+  type ObservedSignals,
+} from "@infergrid/baselines";
 import { randomInt } from "@infergrid/core";
 import type { Routing } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
+import { DEFAULT_SIM_PREDICTOR, SimPredictor } from "./signals.js";
 
 const TICK = FIRST_MODEL_EVENT;
 const READY = FIRST_MODEL_EVENT + 1;
@@ -61,8 +75,11 @@ interface Replica {
 }
 
 interface JobState {
-  policy: AnyScalingPolicy;
+  /** Undefined under a central policy. */
+  policy: AnyScalingPolicy | undefined;
   policyState: unknown;
+  windows: MetricWindows;
+  observes: ObservedSignals;
   target: number;
   /** Starting and serving replicas (not terminating). */
   active: Replica[];
@@ -89,20 +106,28 @@ export class BalancedCluster implements ClusterModel {
   private readonly routing: Routing;
   private readonly periodMs: number;
   private readonly fixedMs: number;
+  private readonly central: AnyClusterScalingPolicy | undefined;
+  private centralState: unknown;
+  private readonly predictor: SimPredictor | undefined;
 
   constructor(private readonly sim: Simulation) {
     const p = sim.config.policy;
     if (p.kind !== "autoscaler") throw new Error("BalancedCluster runs autoscaler policies");
-    if (p.policies.length !== sim.config.jobs.length) throw new Error("one scaling policy per job is needed");
+    const J = sim.config.jobs.length;
+    const perJob: (AnyScalingPolicy | undefined)[] = p.central ? new Array<undefined>(J).fill(undefined) : p.policies;
+    if (perJob.length !== J) throw new Error("one scaling policy per job is needed");
+    this.central = p.central;
     this.routing = p.routing;
-    this.periodMs = p.policies[0]?.periodMs ?? 1000;
+    this.periodMs = p.central?.periodMs ?? p.policies?.[0]?.periodMs ?? 1000;
     this.fixedMs = 4 * sim.config.hopMs;
-    this.jobs = p.policies.map((policy) => {
-      const w = policy.windows;
+    this.jobs = perJob.map((policy) => {
+      const w = (policy ?? (p.central as AnyClusterScalingPolicy)).windows;
       const cap = Math.ceil(Math.max(w.rateMs, w.concurrencyMs, w.concurrencyShortMs) / this.periodMs) + 2;
       return {
         policy,
         policyState: undefined,
+        windows: w,
+        observes: (policy ?? p.central)?.observes ?? {},
         target: 0,
         active: [],
         ready: [],
@@ -120,6 +145,14 @@ export class BalancedCluster implements ClusterModel {
         wArr: new CumulativeWindow(cap),
       };
     });
+    // The predictor's model runs per job and step: only when a policy reads forecasts.
+    if (this.jobs.some((js) => js.observes.forecast === true))
+      this.predictor = new SimPredictor(sim.config.jobs, p.predictor ?? DEFAULT_SIM_PREDICTOR);
+  }
+
+  /** Each job's replica target (what its controller last asked for). */
+  targets(): number[] {
+    return this.jobs.map((js) => js.target);
   }
 
   start(): void {
@@ -128,9 +161,10 @@ export class BalancedCluster implements ClusterModel {
     this.jobs.forEach((js, j) => {
       const initial = Math.min(p.initialReplicas[j] ?? 1, this.sim.config.capacity - this.used);
       js.target = initial;
-      js.policyState = js.policy.initialState(0, initial);
+      js.policyState = js.policy?.initialState(0, initial);
       for (let i = 0; i < initial; i++) this.makeReplica(j, true);
     });
+    this.centralState = this.central?.initialState(0, this.targets(), this.clusterFacts());
     this.sim.schedule(0, TICK, 0);
   }
 
@@ -146,7 +180,9 @@ export class BalancedCluster implements ClusterModel {
 
   arrive(req: number): void {
     const sim = this.sim;
-    const js = this.jobs[sim.requests.job[req] as number] as JobState;
+    const job = sim.requests.job[req] as number;
+    const js = this.jobs[job] as JobState;
+    this.predictor?.arrival(job, sim.now);
     this.advance(js, sim.now);
     js.inSystem++;
     js.arrivals++;
@@ -344,37 +380,77 @@ export class BalancedCluster implements ClusterModel {
     }
   }
 
+  private clusterFacts(): { capacity: number; coldStartMs: number } {
+    return { capacity: this.sim.config.capacity, coldStartMs: this.sim.config.coldStartMs };
+  }
+
+  /** Job j's observation at now over its policy's windows (and the signals it asks for); pushes the windows. */
+  private observe(j: number, now: number): Observation {
+    const js = this.jobs[j] as JobState;
+    this.advance(js, now);
+    const w = js.windows;
+    const readyIntegral = js.wReady.average(now, js.cumReady, w.rateMs);
+    let starting = 0;
+    for (const r of js.active) if (r.state === STARTING) starting++;
+    const observed: Observation = {
+      ready: js.ready.length,
+      starting,
+      target: js.target,
+      utilisation: readyIntegral > 0 ? Math.min(1, js.wBusy.average(now, js.cumBusy, w.rateMs) / readyIntegral) : 0,
+      requestRate: js.wArr.average(now, js.arrivals, w.rateMs) * 1000,
+      concurrency: js.wIn.average(now, js.cumIn, w.concurrencyMs),
+      concurrencyShort: js.wIn.average(now, js.cumIn, w.concurrencyShortMs),
+    };
+    if (js.observes.tick === true) {
+      const o = this.sim.live.take(j, now);
+      observed.tick = {
+        ended: o.ended,
+        dropped: o.dropped,
+        violations: o.violations,
+        p99Ms: o.p99Ms,
+        serviceMeanMs: o.serviceMeanMs,
+        arrivals: o.arrivals,
+        spanMs: o.spanMs,
+      };
+    }
+    const f = js.observes.forecast === true ? this.predictor?.forecasts(now)[j] : undefined;
+    if (f !== undefined) observed.forecast = f;
+    js.wBusy.push(now, js.cumBusy);
+    js.wReady.push(now, js.cumReady);
+    js.wIn.push(now, js.cumIn);
+    js.wArr.push(now, js.arrivals);
+    return observed;
+  }
+
   private tick(): void {
     const sim = this.sim;
     const now = sim.now;
     const J = this.jobs.length;
-    for (let step = 0; step < J; step++) {
-      const j = (this.rotate + step) % J;
-      const js = this.jobs[j] as JobState;
-      this.advance(js, now);
-      const w = js.policy.windows;
-      const readyIntegral = js.wReady.average(now, js.cumReady, w.rateMs);
-      let starting = 0;
-      for (const r of js.active) if (r.state === STARTING) starting++;
-      const observed: Observation = {
-        ready: js.ready.length,
-        starting,
-        target: js.target,
-        utilisation: readyIntegral > 0 ? Math.min(1, js.wBusy.average(now, js.cumBusy, w.rateMs) / readyIntegral) : 0,
-        requestRate: js.wArr.average(now, js.arrivals, w.rateMs) * 1000,
-        concurrency: js.wIn.average(now, js.cumIn, w.concurrencyMs),
-        concurrencyShort: js.wIn.average(now, js.cumIn, w.concurrencyShortMs),
-      };
-      js.wBusy.push(now, js.cumBusy);
-      js.wReady.push(now, js.cumReady);
-      js.wIn.push(now, js.cumIn);
-      js.wArr.push(now, js.arrivals);
+    const central = this.central;
+    if (central) {
+      // Every job observed first, one decision for all, then reconciled in the rotating order.
+      const observed = this.jobs.map((_, j) => this.observe(j, now));
       if (now > 0) {
-        const { decision, state } = js.policy.decide({ now, state: js.policyState, observed });
-        js.policyState = state;
-        js.target = Math.max(0, decision.replicas);
+        const { decisions, state } = central.decide({ now, state: this.centralState, observed, cluster: this.clusterFacts() });
+        if (decisions.length !== J) throw new Error(`${central.name}: one decision per job is needed, got ${decisions.length}`);
+        this.centralState = state;
+        decisions.forEach((d, j) => {
+          (this.jobs[j] as JobState).target = Math.max(0, d.replicas);
+        });
       }
-      this.reconcile(j);
+      for (let step = 0; step < J; step++) this.reconcile((this.rotate + step) % J);
+    } else {
+      for (let step = 0; step < J; step++) {
+        const j = (this.rotate + step) % J;
+        const js = this.jobs[j] as JobState;
+        const observed = this.observe(j, now);
+        if (now > 0 && js.policy) {
+          const { decision, state } = js.policy.decide({ now, state: js.policyState, observed });
+          js.policyState = state;
+          js.target = Math.max(0, decision.replicas);
+        }
+        this.reconcile(j);
+      }
     }
     this.rotate = (this.rotate + 1) % J;
     const next = now + this.periodMs;

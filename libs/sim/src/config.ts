@@ -3,7 +3,7 @@
  * in milliseconds of virtual time. Experiments (experiments.ts) build these from a trace.
  */
 import type { AllocationPolicy, ShareControllerOptions } from "@infergrid/allocation";
-import type { AnyScalingPolicy } from "@infergrid/baselines";
+import type { AnyClusterScalingPolicy, AnyScalingPolicy } from "@infergrid/baselines";
 import type { Lognormal } from "@infergrid/core";
 import type { SimPredictorOptions } from "./signals.js";
 
@@ -47,15 +47,26 @@ export type PolicySpec =
       /** Swayam's pruning of requests that can no longer meet RT_max. */
       prune?: boolean;
     }
-  | {
+  | ({
       kind: "autoscaler";
       name: string;
-      /** One policy per job (state is per job); built by the experiment. */
-      policies: AnyScalingPolicy[];
       routing: Routing;
       /** Replicas each job starts with (warm at time 0). */
       initialReplicas: number[];
-    }
+      /** The predictor run for policies that read forecasts (default DEFAULT_SIM_PREDICTOR); unused otherwise. */
+      predictor?: SimPredictorOptions;
+    } & (
+      | {
+          /** One policy per job (state is per job); built by the experiment. */
+          policies: AnyScalingPolicy[];
+          central?: undefined;
+        }
+      | {
+          /** One controller deciding every job's replicas at once (Faro's autoscaler), in place of per-job policies. */
+          central: AnyClusterScalingPolicy;
+          policies?: undefined;
+        }
+    ))
   | { kind: "clairvoyant"; name: string; variant: "A1" | "A2" };
 
 export interface SwayamSettings {

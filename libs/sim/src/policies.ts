@@ -4,7 +4,21 @@
  */
 
 import { fairShares } from "@infergrid/allocation";
-import { erase, fixedPolicy, hpaPolicy, kpaPolicy, peakSizedReplicas, rayServePolicy } from "@infergrid/baselines";
+import {
+  aiadPolicy,
+  erase,
+  eraseCluster,
+  fairSharePolicy,
+  fairShareReplicas,
+  faroPublishedPolicy,
+  fixedPolicy,
+  hpaPolicy,
+  kpaPolicy,
+  markPolicy,
+  oneshotPolicy,
+  peakSizedReplicas,
+  rayServePolicy,
+} from "@infergrid/baselines";
 import { lognormalMean, lognormalQuantile } from "@infergrid/core";
 import type { JobSpec, PolicySpec, ServiceTimeSpec } from "./config.js";
 
@@ -19,6 +33,11 @@ export const POLICY_NAMES = [
   "clair-a1",
   "clair-a2",
   "swayam-static",
+  "fairshare",
+  "oneshot",
+  "aiad",
+  "mark",
+  "faro-published",
 ] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
@@ -86,6 +105,14 @@ export function peakSizes(ctx: PolicyContext): number[] {
 /** HPA examples: 50 % CPU (the Kubernetes HPA walkthrough), or the request rate a replica serves at 50 %. */
 export const HPA_TARGET_UTILISATION = 0.5;
 
+/**
+ * The routing of Faro's baselines: Faro runs every job on Ray Serve, whose router buffers requests until a
+ * replica has a free slot; with max_ongoing_requests = 1 that is one FIFO queue per job served by the first
+ * free replica, the most favourable discipline for them (no request waits behind a busy replica while
+ * another is free).
+ */
+const FARO_ROUTING = { kind: "first-available" } as const;
+
 export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
   const J = ctx.jobs.length;
   const bounds = (j: number) => ({ minReplicas: 1, maxReplicas: ctx.maxReplicas?.[j] ?? ctx.capacity });
@@ -151,6 +178,62 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
         initialReplicas: sizes,
       };
     }
+    // Faro's baselines (Faro, section 6). Each job starts at 1 replica (Faro's evaluation), FairShare at its
+    // share; the per-job ones are capped at the job's share of the cluster like every autoscaler here.
+    case "fairshare": {
+      const share = fairShareReplicas(ctx.capacity, J);
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map(() => erase(fairSharePolicy(ctx.capacity, J))),
+        routing: FARO_ROUTING,
+        initialReplicas: new Array<number>(J).fill(share),
+      };
+    }
+    case "oneshot":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((job, j) => erase(oneshotPolicy({ ...bounds(j), sloMs: job.sloMs }))),
+        routing: FARO_ROUTING,
+        initialReplicas: ones,
+      };
+    case "aiad":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((job, j) => erase(aiadPolicy({ ...bounds(j), sloMs: job.sloMs }))),
+        routing: FARO_ROUTING,
+        initialReplicas: ones,
+      };
+    case "mark":
+      return {
+        kind: "autoscaler",
+        name,
+        policies: ctx.jobs.map((job, j) =>
+          erase(markPolicy({ ...bounds(j), sloMs: job.sloMs, meanServiceMs: meanServiceMs(job.serviceTime) })),
+        ),
+        routing: FARO_ROUTING,
+        initialReplicas: ones,
+      };
+    case "faro-published":
+      // One controller for the whole cluster: the solve shares the capacity out, so no per-job cap.
+      return {
+        kind: "autoscaler",
+        name,
+        central: eraseCluster(
+          faroPublishedPolicy({
+            jobs: ctx.jobs.map((job) => ({
+              name: job.name,
+              meanServiceMs: meanServiceMs(job.serviceTime),
+              sloMs: job.sloMs,
+              percentile: job.slMin * 100,
+            })),
+          }),
+        ),
+        routing: FARO_ROUTING,
+        initialReplicas: ones,
+      };
     case "clair-a1":
       return { kind: "clairvoyant", name, variant: "A1" };
     case "clair-a2":
