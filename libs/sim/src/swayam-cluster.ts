@@ -10,8 +10,8 @@
  *
  * Mirrors services/frontend: the broker spreads each job's requests round robin over the frontends; a
  * refused request is retried on another prefix entry after delta; once every prefix entry refused, the tried
- * set is cleared and the next round starts after a backoff of min(100 ms, delta x 2^round) on top of delta
- * (Dispatcher.dispatch); a refusal "cold" warms that entry; each autoscaling
+ * set is cleared and the next round starts after libs/swayam's roundBackoffMs on top of delta (young requests
+ * back off, urgent ones do not; Dispatcher.dispatch); a refusal "cold" warms that entry; each autoscaling
  * tick warms the cold entries of the prefix (Warmer). Backends never queue: busy, cold and provisioning
  * backends refuse. A warm backend idle for T decommissions itself (checkIdle at its idleDeadline).
  *
@@ -31,7 +31,17 @@ import {
   shareInput,
 } from "@infergrid/allocation";
 import { type Lognormal, lognormalMean } from "@infergrid/core";
-import { BackendState, FrontendScaler, isPastSaving, pickBackend, type RefusalReason, type ServiceSla } from "@infergrid/swayam";
+import {
+  BackendState,
+  FrontendScaler,
+  isPastSaving,
+  pickBackend,
+  type RefusalReason,
+  ROUND_BACKOFF_DEFAULTS,
+  type RoundBackoffOptions,
+  roundBackoffMs,
+  type ServiceSla,
+} from "@infergrid/swayam";
 import type { SlowLoopSettings } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
 import { meanServiceMs } from "./policies.js";
@@ -47,8 +57,6 @@ const IDLE = FIRST_MODEL_EVENT + 7;
 const SLOW = FIRST_MODEL_EVENT + 8;
 
 const IDLE_SLACK_MS = 0.001;
-/** services/frontend Dispatcher's MAX_ROUND_GAP_MS: the longest backoff between two rounds over the prefix. */
-const MAX_ROUND_GAP_MS = 100;
 
 const REASONS: RefusalReason[] = ["busy", "cold", "provisioning", "draining"];
 const EMPTY: ReadonlySet<number> = new Set<number>();
@@ -86,6 +94,7 @@ export class SwayamCluster implements ClusterModel {
   private readonly predictor: SimPredictor | undefined;
   private readonly controller: ShareController | undefined;
   private readonly planned: PlannedSpec[];
+  private readonly backoff: RoundBackoffOptions;
 
   constructor(private readonly sim: Simulation) {
     const c = sim.config;
@@ -111,7 +120,9 @@ export class SwayamCluster implements ClusterModel {
     // services/frontend prunes with the backends' smoothed compute time, which settles at the mean.
     this.expectedServiceMs = c.jobs.map((j) => meanServiceMs(j.serviceTime));
     this.slowLoop = c.swayam.slowLoop;
+    this.backoff = { deltaMs: c.swayam.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
     this.slowLoop = c.swayam.slowLoop;
+    this.backoff = { deltaMs: c.swayam.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
     // Under the slow loop a service registers without a cap (the real services' default): its share is the
     // loop's to set. Without it, the experiment's list lengths are the caps of the static split.
     this.planned = c.jobs.map((job, j) => ({
@@ -241,12 +252,11 @@ export class SwayamCluster implements ClusterModel {
     let idx = pickBackend(n, ALWAYS, excluded ?? EMPTY, sim.dispatchRandom, list.length);
     if (idx === undefined) {
       if (excluded !== undefined && excluded.size > 0) {
-        // Every prefix entry refused once: a new round after a backoff that doubles per round (Dispatcher.dispatch).
-        // Without it, requests waiting for a provisioning prefix re-probed it every delta + RTT.
+        // Every prefix entry refused once: a new round after libs/swayam's round backoff (as Dispatcher.dispatch).
         excluded.clear();
         const rounds = (r.rounds[req] as number) + 1;
         r.rounds[req] = rounds;
-        at += Math.min(MAX_ROUND_GAP_MS, sim.config.swayam.retryGapMs * 2 ** rounds);
+        at += roundBackoffMs(rounds, sim.now - (r.arrival[req] as number), (this.slas[j] as ServiceSla).rtMaxMs, this.backoff);
         idx = pickBackend(n, ALWAYS, EMPTY, sim.dispatchRandom, list.length);
       }
       idx ??= 0;

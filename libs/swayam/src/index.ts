@@ -6,5 +6,6 @@ export * from "./prefix-dispatch.js";
 export * from "./pruning.js";
 export * from "./rate-history.js";
 export * from "./response-time-model.js";
+export * from "./round-backoff.js";
 export * from "./scaling-decision.js";
 export * from "./sla-accounting.js";

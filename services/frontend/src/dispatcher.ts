@@ -3,7 +3,7 @@ import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
-import { isPastSaving } from "@infergrid/swayam";
+import { isPastSaving, ROUND_BACKOFF_DEFAULTS, roundBackoffMs } from "@infergrid/swayam";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { ServiceView } from "./service-table.js";
 
@@ -52,9 +52,6 @@ export interface DispatchHooks {
 /** Floor of the per-attempt timeout derived from a service's latency threshold. */
 const MIN_ATTEMPT_TIMEOUT_MS = 1000;
 
-/** Longest wait between two full rounds over the prefix. */
-const MAX_ROUND_GAP_MS = 100;
-
 const NO_RETRY = new Set([
   grpc.status.INVALID_ARGUMENT,
   grpc.status.NOT_FOUND,
@@ -86,6 +83,7 @@ export class Dispatcher {
     prune?: PruneRule,
   ): Promise<DispatchResult> {
     const tried = new Set<string>();
+    const startedAt = Date.now();
     const giveUpAt = deadline - this.options.answerReserveMs;
     let attempts = 0;
     let refusals = 0;
@@ -108,11 +106,13 @@ export class Dispatcher {
       });
       let index = this.pick(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), excluded, this.random, list.length);
       if (index === undefined && tried.size > 0) {
-        // Every backend of the prefix was tried: start a new round, backing off so that a
-        // saturated service is not hammered by its own retries.
+        // Every backend of the prefix was tried: start a new round, young requests backing off so
+        // that a saturated service is not hammered by its own retries (old ones go first).
         tried.clear();
         rounds += 1;
-        if (!(await this.waitGap(giveUpAt, Math.min(MAX_ROUND_GAP_MS, this.options.retryGapMs * 2 ** rounds)))) break;
+        const rtMaxMs = target.entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY;
+        const backoff = { deltaMs: this.options.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
+        if (!(await this.waitGap(giveUpAt, roundBackoffMs(rounds, now - startedAt, rtMaxMs, backoff)))) break;
         continue;
       }
       if (index === undefined) {

@@ -6,7 +6,7 @@ import { RegistryActuator, readRegistry } from "./actuator.js";
 import { adminHandlers } from "./admin.js";
 import { Allocator } from "./allocator.js";
 import { collect } from "./collector.js";
-import { type AllocatorConfig, allocatorConfig, timing } from "./config.js";
+import { allocatorConfig, timing } from "./config.js";
 import { startControlLoop } from "./loop.js";
 import { allocatorMetrics } from "./metrics.js";
 import { plannedSpec, SharePlanner } from "./planner.js";
