@@ -2,20 +2,18 @@
  * The cluster models on controlled inputs: Swayam's mode driven by the real FrontendScaler and BackendState,
  * the baselines' mode, the clairvoyant one, and the smoke experiment end to end on the real trace.
  */
-import { planStaticAllocation } from "@infergrid/allocation";
+
 import { describe, expect, it } from "vitest";
 import type { PolicySpec, SimConfig } from "./config.js";
-import { EXPERIMENTS, RESNET34 } from "./experiments.js";
+import { EXPERIMENTS } from "./experiments.js";
 import { buildPolicy } from "./policies.js";
 import { runExperiment } from "./run-experiment.js";
 import { poissonArrivals, simulate } from "./simulate.js";
+import { paperSwayam, resnetJobs } from "./test-support.js";
 
 function config(policy: PolicySpec, ratesCapacity: { capacity: number; lists?: number[] }, durationMs: number, seed = 1): SimConfig {
   return {
-    jobs: [
-      { name: "a", serviceTime: { kind: "lognormal", dist: RESNET34 }, sloMs: 720, slMin: 0.99, burstFactor: 2 },
-      { name: "b", serviceTime: { kind: "lognormal", dist: RESNET34 }, sloMs: 720, slMin: 0.99, burstFactor: 2 },
-    ],
+    jobs: resnetJobs(["a", "b"]),
     capacity: ratesCapacity.capacity,
     durationMs,
     hopMs: 0.5,
@@ -25,19 +23,7 @@ function config(policy: PolicySpec, ratesCapacity: { capacity: number; lists?: n
     binMs: 60_000,
     seed,
     policy,
-    swayam: {
-      frontends: 4,
-      autoscaleMs: 10_000,
-      retryGapMs: 5,
-      tSetupMs: 10_000,
-      rateWindowMs: 100_000,
-      rateHistoryMs: 500_000,
-      scaleInCooldownMs: 600_000,
-      listLengths: ratesCapacity.lists ?? [0, 0],
-      minWarm: [1, 1],
-      bootstrap: [5, 5],
-      allocate: planStaticAllocation,
-    },
+    swayam: paperSwayam(2, { frontends: 4, listLengths: ratesCapacity.lists ?? [0, 0], bootstrap: [5, 5] }),
   };
 }
 

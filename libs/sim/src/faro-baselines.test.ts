@@ -4,28 +4,23 @@
  * time it says it. Two jobs on 12 backends: "hot" at 20 req/s (3.3 busy replicas of the 166 ms ResNet-34
  * profile), "cool" at 2 req/s; every job starts at 1 replica (FairShare at its share), cold start 10 s.
  */
-import { planStaticAllocation } from "@infergrid/allocation";
+
 import { describe, expect, it } from "vitest";
 import { BalancedCluster } from "./balanced-cluster.js";
 import type { SimConfig } from "./config.js";
 import { Simulation } from "./engine.js";
-import { EXPERIMENTS, RESNET34 } from "./experiments.js";
+import { EXPERIMENTS } from "./experiments.js";
 import { buildPolicy, type PolicyName } from "./policies.js";
 import { runExperiment } from "./run-experiment.js";
 import { poissonArrivals } from "./simulate.js";
+import { paperSwayam, resnetJobs } from "./test-support.js";
 
 const RATES = [20, 2];
 const CAPACITY = 12;
 const FARO_POLICIES = ["fairshare", "oneshot", "aiad", "mark", "faro-published"] as const satisfies readonly PolicyName[];
 
 function config(policy: PolicyName, durationMs: number, seed = 1): SimConfig {
-  const jobs = ["hot", "cool"].map((name) => ({
-    name,
-    serviceTime: { kind: "lognormal" as const, dist: RESNET34 },
-    sloMs: 720,
-    slMin: 0.99,
-    burstFactor: 2,
-  }));
+  const jobs = resnetJobs(["hot", "cool"]);
   return {
     jobs,
     capacity: CAPACITY,
@@ -37,19 +32,7 @@ function config(policy: PolicyName, durationMs: number, seed = 1): SimConfig {
     binMs: 60_000,
     seed,
     policy: buildPolicy(policy, { jobs, peakRatePerSec: RATES, capacity: CAPACITY, fixedDelayMs: 2 }),
-    swayam: {
-      frontends: 1,
-      autoscaleMs: 10_000,
-      retryGapMs: 5,
-      tSetupMs: 10_000,
-      rateWindowMs: 100_000,
-      rateHistoryMs: 500_000,
-      scaleInCooldownMs: 600_000,
-      listLengths: [0, 0],
-      minWarm: [1, 1],
-      bootstrap: [1, 1],
-      allocate: planStaticAllocation,
-    },
+    swayam: paperSwayam(2),
   };
 }
 

@@ -3,26 +3,21 @@
  * (libs/allocation ShareController over SimPredictor forecasts), against Swayam alone on a fixed equal split.
  * One job needs more than half of a small cluster, the other far less: only the slow loop can move backends.
  */
-import { planStaticAllocation } from "@infergrid/allocation";
+
 import { describe, expect, it } from "vitest";
 import type { SimConfig } from "./config.js";
 import { Simulation } from "./engine.js";
-import { DEFAULT_SLOW_LOOP, RESNET34 } from "./experiments.js";
+import { DEFAULT_SLOW_LOOP } from "./experiments.js";
 import { buildPolicy } from "./policies.js";
 import { poissonArrivals, simulate } from "./simulate.js";
 import { SwayamCluster } from "./swayam-cluster.js";
+import { paperSwayam, resnetJobs } from "./test-support.js";
 
 const DURATION = 1_200_000;
 const RATES = [36, 2];
 
 function config(policy: "infergrid" | "swayam", seed: number): SimConfig {
-  const jobs = ["hot", "cool"].map((name) => ({
-    name,
-    serviceTime: { kind: "lognormal" as const, dist: RESNET34 },
-    sloMs: 720,
-    slMin: 0.99,
-    burstFactor: 2,
-  }));
+  const jobs = resnetJobs(["hot", "cool"]);
   const spec = buildPolicy(policy, { jobs, peakRatePerSec: RATES, capacity: 12, fixedDelayMs: 2 });
   const slow = spec.kind === "swayam" && spec.slowLoop === true;
   return {
@@ -37,17 +32,7 @@ function config(policy: "infergrid" | "swayam", seed: number): SimConfig {
     seed,
     policy: spec,
     swayam: {
-      frontends: 4,
-      autoscaleMs: 10_000,
-      retryGapMs: 5,
-      tSetupMs: 10_000,
-      rateWindowMs: 100_000,
-      rateHistoryMs: 500_000,
-      scaleInCooldownMs: 600_000,
-      listLengths: [6, 6],
-      minWarm: [1, 1],
-      bootstrap: [1, 1],
-      allocate: planStaticAllocation,
+      ...paperSwayam(2, { frontends: 4, listLengths: [6, 6] }),
       ...(spec.kind === "swayam" && spec.prune === true ? { prune: true } : {}),
       ...(slow
         ? { slowLoop: { ...DEFAULT_SLOW_LOOP, controller: { ...DEFAULT_SLOW_LOOP.controller, coldStartMs: 5000, solvePeriodMs: 60_000 } } }

@@ -2,11 +2,12 @@
  * Pins the simulator to queueing theory: a fixed number of replicas behind one FIFO queue (the
  * first-available router) is an M/G/c queue, so its mean wait must match the closed forms.
  */
-import { planStaticAllocation } from "@infergrid/allocation";
+
 import { erase, fixedPolicy, mmcMeanWait } from "@infergrid/baselines";
 import { describe, expect, it } from "vitest";
 import type { ServiceTimeSpec, SimConfig } from "./config.js";
 import { poissonArrivals, simulate } from "./simulate.js";
+import { paperSwayam } from "./test-support.js";
 
 function queueConfig(c: number, serviceTime: ServiceTimeSpec, durationMs: number, seed: number): SimConfig {
   return {
@@ -26,19 +27,7 @@ function queueConfig(c: number, serviceTime: ServiceTimeSpec, durationMs: number
       routing: { kind: "first-available" },
       initialReplicas: [c],
     },
-    swayam: {
-      frontends: 1,
-      autoscaleMs: 10_000,
-      retryGapMs: 5,
-      tSetupMs: 10_000,
-      rateWindowMs: 100_000,
-      rateHistoryMs: 500_000,
-      scaleInCooldownMs: 600_000,
-      listLengths: [c],
-      minWarm: [1],
-      bootstrap: [1],
-      allocate: planStaticAllocation,
-    },
+    swayam: paperSwayam(1, { listLengths: [c] }),
   };
 }
 
