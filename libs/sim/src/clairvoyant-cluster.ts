@@ -3,6 +3,9 @@
  * at its latest start meeting the SLO and served by its job's ClairvoyantPool. The cluster capacity holds:
  * a request that finds no free backend and no room waits for the next backend to free (ClairA2 first evicts
  * another job's idle backend, which a clairvoyant would do); it then starts late and may miss its SLO.
+ * The check counts the backends alive at a request's start; ClairA2 charges a new backend's set-up to the
+ * time before it, which no check then can bound: where the capacity binds, ClairA2's backend-seconds exceed
+ * it (the faro-N experiments leave both clairvoyants out).
  */
 import { ClairvoyantPool, clairvoyantStart, type Occupancy } from "@infergrid/baselines";
 import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
