@@ -24,6 +24,7 @@ import type { JobSpec, PolicySpec, ServiceTimeSpec } from "./config.js";
 
 export const POLICY_NAMES = [
   "infergrid",
+  "infergrid-no-prune",
   "swayam",
   "hpa-utilisation",
   "hpa-requests",
@@ -122,6 +123,9 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
       // This system: Swayam's frontends inside the slow loop's shares (predictor + the allocator's
       // ShareController), with pruning of requests that can no longer meet the SLO.
       return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true };
+    case "infergrid-no-prune":
+      // The same without pruning (a service's pruneLate off): late requests are served late, not dropped.
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true };
     case "swayam":
       return { kind: "swayam", name, scaling: "swayam" };
     case "swayam-static":
