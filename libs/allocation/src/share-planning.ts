@@ -82,10 +82,13 @@ export function shareInput(
 export function shareAllocationPolicy(shares: ReadonlyMap<string, ServiceShare>): AllocationPolicy {
   return (input: AllocationInput): AllocationDecision => {
     if (shares.size === 0) return planStaticAllocation(input);
-    const lengths = withLeftover(
-      input.services.map((s) => shares.get(s.name)?.share ?? 0),
+    const guaranteed = input.services.map((s) => shares.get(s.name)?.share ?? 0);
+    const caps = input.services.map((s) => (s.maxBackends > 0 ? Math.max(s.maxBackends, s.minBackends) : Number.POSITIVE_INFINITY));
+    const lengths = stickyLengths(
+      guaranteed,
+      withLeftover(guaranteed, input.poolSize, caps),
+      input.services.map((s, j) => Math.min(s.currentList.length, caps[j] ?? Number.POSITIVE_INFINITY)),
       input.poolSize,
-      input.services.map((s) => (s.maxBackends > 0 ? Math.max(s.maxBackends, s.minBackends) : Number.POSITIVE_INFINITY)),
     );
     const decision = planStaticAllocation({
       ...input,
@@ -103,6 +106,48 @@ export function shareAllocationPolicy(shares: ReadonlyMap<string, ServiceShare>)
     }
     return decision;
   };
+}
+
+/**
+ * List lengths that move as few backends as the shares allow: each list keeps what it holds (a backend
+ * warm for one service is worth more there than cold for another) unless a service below its share needs
+ * it, and the free rest goes towards the leftover split (`target`). Without this, every change of one share
+ * re-split the leftover and moved warm backends between services that both had enough.
+ */
+export function stickyLengths(shares: readonly number[], target: readonly number[], current: readonly number[], pool: number): number[] {
+  const lengths = current.map((c, j) => Math.max(c, shares[j] ?? 0));
+  let over = lengths.reduce((a, b) => a + b, 0) - pool;
+  // Give back from the lists furthest above their leftover split (then above their share), one at a time.
+  while (over > 0) {
+    let pick = -1;
+    for (let j = 0; j < lengths.length; j++) {
+      const l = lengths[j] ?? 0;
+      if (l <= (shares[j] ?? 0)) continue;
+      if (pick < 0) {
+        pick = j;
+        continue;
+      }
+      const a = l - (target[j] ?? 0);
+      const b = (lengths[pick] ?? 0) - (target[pick] ?? 0);
+      if (a > b || (a === b && l - (shares[j] ?? 0) > (lengths[pick] ?? 0) - (shares[pick] ?? 0))) pick = j;
+    }
+    if (pick < 0) break;
+    lengths[pick] = (lengths[pick] ?? 0) - 1;
+    over--;
+  }
+  // What is still free goes to the lists below their leftover split, the furthest below first.
+  let free = pool - lengths.reduce((a, b) => a + b, 0);
+  while (free > 0) {
+    let pick = -1;
+    for (let j = 0; j < lengths.length; j++) {
+      const gap = (target[j] ?? 0) - (lengths[j] ?? 0);
+      if (gap > 0 && (pick < 0 || gap > (target[pick] ?? 0) - (lengths[pick] ?? 0))) pick = j;
+    }
+    if (pick < 0) break;
+    lengths[pick] = (lengths[pick] ?? 0) + 1;
+    free--;
+  }
+  return lengths;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { withLeftover } from "@infergrid/allocation";
+import { stickyLengths, withLeftover } from "@infergrid/allocation";
 import { control } from "@infergrid/proto";
 import { createLogger } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
@@ -110,10 +110,12 @@ describe("SharePlanner", () => {
     });
     const a = shareOf(planner, "a") ?? 0;
     const b = shareOf(planner, "b") ?? 0;
-    const [la, lb] = withLeftover([a, b], 8, [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY]);
-    expect(la).toBeGreaterThanOrEqual(a);
-    expect(decision.lists.get("a")).toHaveLength(la ?? -1);
-    expect(decision.lists.get("b")).toEqual(["x1", "x2", "x3", "x4"].slice(0, lb));
+    const lengths = stickyLengths([a, b], withLeftover([a, b], 8, [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY]), [0, 4], 8);
+    expect(lengths[0]).toBeGreaterThanOrEqual(a);
+    expect(decision.lists.get("a")).toHaveLength(lengths[0] ?? -1);
+    // b keeps the head of what it held (its backends stay where they are warm unless a's share needs them).
+    expect(decision.lists.get("b")).toEqual(["x1", "x2", "x3", "x4"].slice(0, lengths[1]));
+    expect((lengths[0] ?? 0) + (lengths[1] ?? 0)).toBe(8);
     // The pool is sized for the shares, not the lengths.
     expect(decision.services.get("a")?.demand).toBe(a);
     for (const n of ["a", "b"]) expect(decision.minWarm.get(n) ?? 0).toBeLessThanOrEqual(decision.lists.get(n)?.length ?? 0);
