@@ -4,19 +4,9 @@ import { erlangC, fixedPolicy, mmcMeanWait, mmcWaitPercentile, peakSizedReplicas
 import { hpaPolicy, hpaRecommendation } from "./hpa.js";
 import { kpaPolicy } from "./kpa.js";
 import { rayDesiredReplicas, rayServePolicy } from "./ray-serve.js";
+import { observation as obs } from "./test-support.js";
 import type { Observation, ScalingPolicy } from "./types.js";
 import { CumulativeWindow } from "./window.js";
-
-const obs = (o: Partial<Observation>): Observation => ({
-  ready: 1,
-  starting: 0,
-  target: 1,
-  utilisation: 0,
-  requestRate: 0,
-  concurrency: 0,
-  concurrencyShort: 0,
-  ...o,
-});
 
 /** Runs a policy over a list of (time, observation) and returns the replicas decided each time. */
 function drive<S>(policy: ScalingPolicy<S>, steps: { now: number; o: Observation }[], initial = 1): number[] {

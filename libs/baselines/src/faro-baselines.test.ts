@@ -12,7 +12,8 @@ import {
   tickLoad,
 } from "./faro-baselines.js";
 import { faroPublishedPolicy, forecastOrObserved, violatingTick } from "./faro-published.js";
-import type { Observation, ScalingPolicy, TickWindow } from "./types.js";
+import { observation as obs } from "./test-support.js";
+import type { ScalingPolicy, TickWindow } from "./types.js";
 
 const tick = (p99Ms: number, t: Partial<TickWindow> = {}): TickWindow => ({
   ended: 100,
@@ -23,17 +24,6 @@ const tick = (p99Ms: number, t: Partial<TickWindow> = {}): TickWindow => ({
   arrivals: 100,
   spanMs: 10_000,
   ...t,
-});
-
-const obs = (o: Partial<Observation>): Observation => ({
-  ready: 1,
-  starting: 0,
-  target: 1,
-  utilisation: 0,
-  requestRate: 0,
-  concurrency: 0,
-  concurrencyShort: 0,
-  ...o,
 });
 
 /**

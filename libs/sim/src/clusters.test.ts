@@ -9,18 +9,14 @@ import { EXPERIMENTS } from "./experiments.js";
 import { buildPolicy } from "./policies.js";
 import { runExperiment } from "./run-experiment.js";
 import { poissonArrivals, simulate } from "./simulate.js";
-import { paperSwayam, resnetJobs } from "./test-support.js";
+import { paperSwayam, resnetJobs, TEST_TIMINGS } from "./test-support.js";
 
 function config(policy: PolicySpec, ratesCapacity: { capacity: number; lists?: number[] }, durationMs: number, seed = 1): SimConfig {
   return {
     jobs: resnetJobs(["a", "b"]),
     capacity: ratesCapacity.capacity,
     durationMs,
-    hopMs: 0.5,
-    coldStartMs: 5000,
-    idleTimeoutMs: 60_000,
-    dropAfterMs: 10_000,
-    binMs: 60_000,
+    ...TEST_TIMINGS,
     seed,
     policy,
     swayam: paperSwayam(2, { frontends: 4, listLengths: ratesCapacity.lists ?? [0, 0], bootstrap: [5, 5] }),

@@ -11,7 +11,7 @@ import { DEFAULT_SLOW_LOOP } from "./experiments.js";
 import { buildPolicy } from "./policies.js";
 import { poissonArrivals, simulate } from "./simulate.js";
 import { SwayamCluster } from "./swayam-cluster.js";
-import { paperSwayam, resnetJobs } from "./test-support.js";
+import { paperSwayam, resnetJobs, TEST_TIMINGS } from "./test-support.js";
 
 const DURATION = 1_200_000;
 const RATES = [36, 2];
@@ -24,11 +24,7 @@ function config(policy: "infergrid" | "swayam", seed: number): SimConfig {
     jobs,
     capacity: 12,
     durationMs: DURATION,
-    hopMs: 0.5,
-    coldStartMs: 5000,
-    idleTimeoutMs: 60_000,
-    dropAfterMs: 10_000,
-    binMs: 60_000,
+    ...TEST_TIMINGS,
     seed,
     policy: spec,
     swayam: {

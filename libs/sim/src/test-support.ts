@@ -3,7 +3,7 @@
  * so each test states only what it varies.
  */
 import { planStaticAllocation } from "@infergrid/allocation";
-import type { JobSpec, SwayamSettings } from "./config.js";
+import type { JobSpec, SimConfig, SwayamSettings } from "./config.js";
 import { PAPER_SWAYAM_TIMING, RESNET34 } from "./experiments.js";
 
 /** Jobs with the ResNet-34 profile, SLO 720 ms at p99 and U = 2 (Faro's evaluation). */
@@ -25,3 +25,12 @@ export function paperSwayam(jobs: number, over: Partial<SwayamSettings> = {}): S
     ...over,
   };
 }
+
+/** The cluster timings the small simulator tests share: 0.5 ms hops, 5 s cold starts, T 60 s, one-minute bins. */
+export const TEST_TIMINGS = {
+  hopMs: 0.5,
+  coldStartMs: 5000,
+  idleTimeoutMs: 60_000,
+  dropAfterMs: 10_000,
+  binMs: 60_000,
+} satisfies Partial<SimConfig>;
