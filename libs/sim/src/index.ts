@@ -5,6 +5,7 @@ export * from "./engine.js";
 export * from "./event-queue.js";
 export * from "./experiments.js";
 export * from "./metrics.js";
+export * from "./parallel.js";
 export * from "./policies.js";
 export * from "./report.js";
 export * from "./run-experiment.js";
