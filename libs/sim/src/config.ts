@@ -46,6 +46,8 @@ export type PolicySpec =
       slowLoop?: boolean;
       /** Swayam's pruning of requests that can no longer meet RT_max. */
       prune?: boolean;
+      /** Late binding: refused requests park at the prefix (libs/swayam ParkingLot) instead of probing again. */
+      park?: boolean;
     }
   | ({
       kind: "autoscaler";
@@ -99,6 +101,12 @@ export interface SwayamSettings {
   allocate: AllocationPolicy;
   /** Swayam's pruning (a service's pruneLate): a refused request that can no longer meet RT_max is dropped. */
   prune?: boolean;
+  /**
+   * Late binding (libs/swayam ParkingLot): a refused request parks at every prefix entry at once and the first
+   * backend to free takes the oldest parked request. windowMs: how long a park round lasts before the request
+   * probes again (and so finds entries that joined the prefix meanwhile). Undefined: Swayam's probing.
+   */
+  park?: { windowMs: number };
   /** The slow loop (predictor + the allocator's ShareController) re-planning the lists; undefined: lists fixed at time 0. */
   slowLoop?: SlowLoopSettings;
 }

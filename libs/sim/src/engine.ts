@@ -44,6 +44,14 @@ export class RequestTable {
    * with the slot (emptied on release), so a busy run does not make a set per refused request.
    */
   excluded: (Set<number> | undefined)[] = [];
+  /**
+   * Bumped whenever what a slot's pending messages refer to ends: the slot is freed, or (Swayam mode with
+   * parking) a park round ends or the request is taken. A message carries the epoch it was sent in; one from
+   * an older epoch is stale, as a cancelled call would be.
+   */
+  epoch = new Float64Array(1024);
+  /** Park calls of the current round not yet answered (Swayam mode with parking). */
+  pending = new Int32Array(1024);
   private free: number[] = [];
   private next = 0;
   inFlight = 0;
@@ -59,6 +67,7 @@ export class RequestTable {
   release(id: number): void {
     this.inFlight--;
     this.excluded[id]?.clear();
+    this.epoch[id] = (this.epoch[id] as number) + 1;
     this.free.push(id);
   }
 
@@ -82,6 +91,8 @@ export class RequestTable {
     this.backend = i32(this.backend);
     this.attempts = i32(this.attempts);
     this.rounds = i32(this.rounds);
+    this.epoch = f64(this.epoch);
+    this.pending = i32(this.pending);
   }
 }
 

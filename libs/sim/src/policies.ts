@@ -25,6 +25,7 @@ import type { JobSpec, PolicySpec, ServiceTimeSpec } from "./config.js";
 export const POLICY_NAMES = [
   "infergrid",
   "infergrid-no-prune",
+  "infergrid-no-park",
   "swayam",
   "hpa-utilisation",
   "hpa-requests",
@@ -71,7 +72,7 @@ export function meanServiceMs(s: ServiceTimeSpec): number {
   }
 }
 
-function servicePercentileMs(s: ServiceTimeSpec, p: number): number {
+export function servicePercentileMs(s: ServiceTimeSpec, p: number): number {
   switch (s.kind) {
     case "lognormal":
       return lognormalQuantile(s.dist, p);
@@ -121,11 +122,15 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
   switch (name) {
     case "infergrid":
       // This system: Swayam's frontends inside the slow loop's shares (predictor + the allocator's
-      // ShareController), with pruning of requests that can no longer meet the SLO.
-      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true };
+      // ShareController), refused requests parked at the prefix (late binding, oldest first), and pruning of
+      // requests that can no longer meet the SLO.
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true, park: true };
     case "infergrid-no-prune":
       // The same without pruning (a service's pruneLate off): late requests are served late, not dropped.
-      return { kind: "swayam", name, scaling: "swayam", slowLoop: true };
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, park: true };
+    case "infergrid-no-park":
+      // The same with Swayam's data path (a frontend's --park-window-ms 0): refused requests probe again after delta.
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true };
     case "swayam":
       return { kind: "swayam", name, scaling: "swayam" };
     case "swayam-static":

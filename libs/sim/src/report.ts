@@ -148,7 +148,16 @@ function setupLines(result: ExperimentResult): string[] {
 }
 
 /** Policies that are this system or its parts, Faro as published, or oracles: not baselines a user would pick. */
-const NOT_BASELINES = new Set(["infergrid", "infergrid-no-prune", "swayam", "swayam-static", "faro-published", "clair-a1", "clair-a2"]);
+const NOT_BASELINES = new Set([
+  "infergrid",
+  "infergrid-no-prune",
+  "infergrid-no-park",
+  "swayam",
+  "swayam-static",
+  "faro-published",
+  "clair-a1",
+  "clair-a2",
+]);
 
 /**
  * This system's violation rate against the others': how many times lower than the best baseline a user could
@@ -167,7 +176,7 @@ export function comparisonLines(summary: readonly PolicySummary[]): string[] {
     undefined,
   );
   if (best) lines.push(`- best baseline: ${best.policy}, ${best.violationRate.mean.toFixed(3)} % (${ratio(best)} infergrid's)`);
-  for (const name of ["faro-published", "swayam", "infergrid-no-prune"]) {
+  for (const name of ["faro-published", "swayam", "infergrid-no-prune", "infergrid-no-park"]) {
     const p = summary.find((x) => x.policy === name);
     if (p) lines.push(`- ${name}: ${p.violationRate.mean.toFixed(3)} % (${ratio(p)} infergrid's)`);
   }

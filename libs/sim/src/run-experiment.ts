@@ -7,6 +7,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { planStaticAllocation } from "@infergrid/allocation";
 import { seededRandom } from "@infergrid/core";
+import { PARK_DEFAULTS } from "@infergrid/swayam";
 import { jobCounts, readTraceFile, selectJobs, sliceMinutes, type Trace } from "@infergrid/workload";
 import type { JobSpec, SimConfig } from "./config.js";
 import { DEFAULT_SLOW_LOOP, type Experiment, PAPER_SWAYAM_TIMING } from "./experiments.js";
@@ -124,6 +125,7 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
       bootstrap: p.jobs.map(() => e.swayam.bootstrap),
       allocate: planStaticAllocation,
       ...(spec.kind === "swayam" && spec.prune === true ? { prune: true } : {}),
+      ...(spec.kind === "swayam" && spec.park === true ? { park: { windowMs: PARK_DEFAULTS.windowMs } } : {}),
       ...(slow
         ? {
             slowLoop: {

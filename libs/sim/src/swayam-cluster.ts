@@ -33,8 +33,11 @@ import {
 import { type Lognormal, lognormalMean } from "@infergrid/core";
 import {
   BackendState,
+  effectivePrefix,
   FrontendScaler,
   isPastSaving,
+  ParkingLot,
+  PRUNE_SERVICE_QUANTILE,
   pickBackend,
   type RefusalReason,
   ROUND_BACKOFF_DEFAULTS,
@@ -44,7 +47,7 @@ import {
 } from "@infergrid/swayam";
 import type { SlowLoopSettings } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
-import { meanServiceMs } from "./policies.js";
+import { meanServiceMs, servicePercentileMs } from "./policies.js";
 import { SimPredictor } from "./signals.js";
 
 const TICK = FIRST_MODEL_EVENT;
@@ -55,6 +58,15 @@ const REFUSED = FIRST_MODEL_EVENT + 4;
 const LOADED = FIRST_MODEL_EVENT + 6;
 const IDLE = FIRST_MODEL_EVENT + 7;
 const SLOW = FIRST_MODEL_EVENT + 8;
+const PARK = FIRST_MODEL_EVENT + 9;
+const READY = FIRST_MODEL_EVENT + 10;
+const CLAIM = FIRST_MODEL_EVENT + 11;
+const RELEASE = FIRST_MODEL_EVENT + 12;
+const PARK_REFUSED = FIRST_MODEL_EVENT + 13;
+const PARK_TIMEOUT = FIRST_MODEL_EVENT + 14;
+
+/** Park messages carry (epoch, backend) in one number: backends below this bound. */
+const BACKEND_SLOTS = 4096;
 
 const IDLE_SLACK_MS = 0.001;
 
@@ -90,11 +102,14 @@ export class SwayamCluster implements ClusterModel {
   private readonly names: string[];
   private readonly brokerMs: number;
   private readonly expectedServiceMs: number[];
+  private readonly pruneServiceMs: number[];
   private readonly slowLoop: SlowLoopSettings | undefined;
   private readonly predictor: SimPredictor | undefined;
   private readonly controller: ShareController | undefined;
   private readonly planned: PlannedSpec[];
   private readonly backoff: RoundBackoffOptions;
+  /** Per backend, the requests parked there as (slot, epoch) pairs packed into one number (late binding). */
+  private readonly lots: ParkingLot<number>[];
 
   constructor(private readonly sim: Simulation) {
     const c = sim.config;
@@ -106,6 +121,8 @@ export class SwayamCluster implements ClusterModel {
       this.backends.push(new BackendState({ concurrency: 1, idleTimeoutMs: c.idleTimeoutMs, frontendWindowMs: c.swayam.tSetupMs }));
       this.backendIds.push(`b${String(i).padStart(4, "0")}`);
     }
+    if (c.capacity > BACKEND_SLOTS) throw new Error(`swayam cluster: at most ${BACKEND_SLOTS} backends`);
+    this.lots = Array.from({ length: c.capacity }, () => new ParkingLot<number>());
     this.backendJob = new Int32Array(c.capacity).fill(-1);
     this.chargedTo = new Int32Array(c.capacity).fill(-1);
     this.since = new Float64Array(c.capacity).fill(Number.NaN);
@@ -119,8 +136,8 @@ export class SwayamCluster implements ClusterModel {
     this.brokerMs = 2 * c.hopMs;
     // services/frontend prunes with the backends' smoothed compute time, which settles at the mean.
     this.expectedServiceMs = c.jobs.map((j) => meanServiceMs(j.serviceTime));
-    this.slowLoop = c.swayam.slowLoop;
-    this.backoff = { deltaMs: c.swayam.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
+    // ...and judges lateness with the recent compute times' PRUNE_SERVICE_QUANTILE, which settles at the profile's.
+    this.pruneServiceMs = c.jobs.map((j) => servicePercentileMs(j.serviceTime, PRUNE_SERVICE_QUANTILE));
     this.slowLoop = c.swayam.slowLoop;
     this.backoff = { deltaMs: c.swayam.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
     // Under the slow loop a service registers without a cap (the real services' default): its share is the
@@ -214,9 +231,28 @@ export class SwayamCluster implements ClusterModel {
         return;
       case LOADED: {
         (this.backends[a] as BackendState).loadFinished(this.sim.now);
+        this.serveParked(a);
         this.ensureIdleCheck(a);
         return;
       }
+      case PARK:
+        this.parkAt(a, b);
+        return;
+      case READY:
+        this.ready(a, b);
+        return;
+      case CLAIM:
+        this.sim.schedule(this.sim.now + (this.sim.requests.service[a] as number), DONE, a);
+        return;
+      case RELEASE:
+        this.releaseHold(a);
+        return;
+      case PARK_REFUSED:
+        this.parkRefused(a, b);
+        return;
+      case PARK_TIMEOUT:
+        this.parkTimeout(a, b);
+        return;
       case IDLE:
         this.idle(a);
         return;
@@ -266,7 +302,7 @@ export class SwayamCluster implements ClusterModel {
     if (
       (gapMs > 0 && at - arrived >= sim.config.dropAfterMs) ||
       (sim.config.swayam.prune === true &&
-        isPastSaving(at, arrived, this.expectedServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, attempts))
+        isPastSaving(at, arrived, this.pruneServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, attempts))
     ) {
       sim.drop(req);
       return;
@@ -298,7 +334,10 @@ export class SwayamCluster implements ClusterModel {
     const b = r.backend[req] as number;
     const be = this.backends[b] as BackendState;
     if (be.release(sim.now)) this.wentCold(b);
-    else this.ensureIdleCheck(b);
+    else {
+      this.serveParked(b);
+      this.ensureIdleCheck(b);
+    }
     sim.schedule(sim.now + sim.config.hopMs, REPLY, req, be.frontendsSeen(sim.now));
   }
 
@@ -327,7 +366,142 @@ export class SwayamCluster implements ClusterModel {
       r.excluded[req] = excluded;
     }
     excluded.add(idx);
+    const reason = REASONS[code % 8];
+    if (sim.config.swayam.park !== undefined && (reason === "busy" || reason === "provisioning")) this.parkRound(req);
+    else this.dispatch(req, sim.config.swayam.retryGapMs);
+  }
+
+  /**
+   * Late binding, the frontend's side (as services/frontend's Dispatcher): the request parks at every entry of
+   * its prefix at once, for one window; the first backend to hold a slot for it gets it.
+   */
+  private parkRound(req: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const j = r.job[req] as number;
+    const f = r.frontend[req] as number;
+    const arrived = r.arrival[req] as number;
+    const rtMaxMs = (this.slas[j] as ServiceSla).rtMaxMs;
+    const expected = this.pruneServiceMs[j] as number;
+    const prune = sim.config.swayam.prune === true;
+    if (sim.now - arrived >= sim.config.dropAfterMs || (prune && isPastSaving(sim.now, arrived, expected, rtMaxMs, 1))) {
+      sim.drop(req);
+      return;
+    }
+    const list = this.lists[j] as Int32Array;
+    const prefix = effectivePrefix(this.nCache[f * this.J + j] as number, ALWAYS, list.length);
+    if (prefix.length === 0) {
+      sim.drop(req);
+      return;
+    }
+    const epoch = (r.epoch[req] as number) + 1;
+    r.epoch[req] = epoch;
+    r.pending[req] = prefix.length;
+    for (const idx of prefix) sim.schedule(sim.now + sim.config.hopMs, PARK, req, epoch * BACKEND_SLOTS + (list[idx] as number));
+    // With pruning the round ends when the request can no longer make it, so that it is dropped then.
+    let windowMs = (sim.config.swayam.park as { windowMs: number }).windowMs;
+    if (prune) windowMs = Math.min(windowMs, Math.max(0, arrived + rtMaxMs - expected - sim.now));
+    windowMs = Math.min(windowMs, Math.max(0, arrived + sim.config.dropAfterMs - sim.now));
+    sim.schedule(sim.now + windowMs, PARK_TIMEOUT, req, epoch);
+  }
+
+  /** A park reaches backend b: a free slot is held for it at once, a busy or loading backend parks it. */
+  private parkAt(req: number, packed: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const epoch = Math.floor(packed / BACKEND_SLOTS);
+    const b = packed - epoch * BACKEND_SLOTS;
+    if (r.epoch[req] !== epoch) return; // the round ended: the frontend cancelled this call
+    const j = r.job[req] as number;
+    const be = this.backends[b] as BackendState;
+    const res = be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[j]);
+    if (res.accepted) {
+      sim.schedule(sim.now + sim.config.hopMs, READY, req, packed);
+      return;
+    }
+    if (res.reason === "busy" || res.reason === "provisioning") {
+      (this.lots[b] as ParkingLot<number>).park(req * BACKEND_SLOTS + (epoch % BACKEND_SLOTS), r.arrival[req] as number);
+      return;
+    }
+    sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, epoch * BACKEND_SLOTS + b);
+    if (res.reason === "cold" && this.backendJob[b] === j) this.warm(b, j);
+  }
+
+  /** A free backend holds its slot for the oldest request still parked with it and tells that request's frontend. */
+  private serveParked(b: number): void {
+    const be = this.backends[b] as BackendState;
+    if (be.state !== "warm-idle") return;
+    const sim = this.sim;
+    const r = sim.requests;
+    const live = (key: number) => {
+      const req = Math.floor(key / BACKEND_SLOTS);
+      return (r.epoch[req] as number) % BACKEND_SLOTS === key - req * BACKEND_SLOTS;
+    };
+    const top = (this.lots[b] as ParkingLot<number>).takeOldest(live);
+    if (top === undefined) return;
+    const req = Math.floor(top.item / BACKEND_SLOTS);
+    be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[r.job[req] as number]);
+    sim.schedule(sim.now + sim.config.hopMs, READY, req, (r.epoch[req] as number) * BACKEND_SLOTS + b);
+  }
+
+  /** A backend holds a slot for the request: the first such answer of its round takes it; later ones are released. */
+  private ready(req: number, packed: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const epoch = Math.floor(packed / BACKEND_SLOTS);
+    const b = packed - epoch * BACKEND_SLOTS;
+    if (r.epoch[req] !== epoch) {
+      sim.schedule(sim.now + sim.config.hopMs, RELEASE, b);
+      return;
+    }
+    const j = r.job[req] as number;
+    const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
+    scaler.observeReply(this.backendIds[b] as string, (this.backends[b] as BackendState).frontendsSeen(sim.now), undefined, sim.now);
+    r.epoch[req] = epoch + 1;
+    const arrived = r.arrival[req] as number;
+    if (
+      sim.config.swayam.prune === true &&
+      isPastSaving(sim.now, arrived, this.pruneServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, 1)
+    ) {
+      sim.schedule(sim.now + sim.config.hopMs, RELEASE, b);
+      sim.drop(req);
+      return;
+    }
+    r.attempts[req] = (r.attempts[req] as number) + 1;
+    r.backend[req] = b;
+    sim.schedule(sim.now + sim.config.hopMs, CLAIM, req);
+  }
+
+  private releaseHold(b: number): void {
+    const be = this.backends[b] as BackendState;
+    if (be.release(this.sim.now)) {
+      this.wentCold(b);
+      return;
+    }
+    this.serveParked(b);
+    this.ensureIdleCheck(b);
+  }
+
+  private parkRefused(req: number, packed: number): void {
+    const sim = this.sim;
+    const r = sim.requests;
+    const epoch = Math.floor(packed / BACKEND_SLOTS);
+    if (r.epoch[req] !== epoch) return;
+    const pending = (r.pending[req] as number) - 1;
+    r.pending[req] = pending;
+    if (pending > 0) return;
+    // No backend of the prefix will hold a slot (all cold or draining): probe again after delta.
+    r.epoch[req] = epoch + 1;
+    r.excluded[req]?.clear();
     this.dispatch(req, sim.config.swayam.retryGapMs);
+  }
+
+  private parkTimeout(req: number, epoch: number): void {
+    const r = this.sim.requests;
+    if (r.epoch[req] !== epoch) return;
+    r.epoch[req] = epoch + 1;
+    r.excluded[req]?.clear();
+    this.dispatch(req, 0);
   }
 
   private warm(b: number, j: number): void {
@@ -366,6 +540,17 @@ export class SwayamCluster implements ClusterModel {
     const since = this.since[b] as number;
     if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.chargedTo[b] as number, since, this.sim.now);
     this.since[b] = Number.NaN;
+    // Requests parked here get their refusal (a cold backend holds no slot for anyone).
+    const lot = this.lots[b] as ParkingLot<number>;
+    if (lot.size === 0) return;
+    const sim = this.sim;
+    const r = sim.requests;
+    for (const key of lot.retain(() => false)) {
+      const req = Math.floor(key / BACKEND_SLOTS);
+      const epoch = r.epoch[req] as number;
+      if (epoch % BACKEND_SLOTS !== key - req * BACKEND_SLOTS) continue;
+      sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, epoch * BACKEND_SLOTS + b);
+    }
   }
 
   private allocationInput() {

@@ -2,6 +2,7 @@ export * from "./backend-state.js";
 export * from "./frontend-count.js";
 export * from "./frontend-scaler.js";
 export * from "./parameters.js";
+export * from "./parking-lot.js";
 export * from "./prefix-dispatch.js";
 export * from "./pruning.js";
 export * from "./rate-history.js";
