@@ -61,6 +61,8 @@ export const InferenceServiceDefinition = {
 export const BackendServiceDefinition = {
   Execute: unary("infergrid.backend.v1.BackendService", "Execute", backend.ExecuteRequest, backend.ExecuteReply),
   WarmUp: unary("infergrid.backend.v1.BackendService", "WarmUp", backend.WarmUpRequest, backend.WarmUpReply),
+  Park: unary("infergrid.backend.v1.BackendService", "Park", backend.ParkRequest, backend.ParkReply),
+  Release: unary("infergrid.backend.v1.BackendService", "Release", backend.ReleaseRequest, backend.ReleaseReply),
 } satisfies ServiceDefinition;
 
 const adminPath = "infergrid.admin.v1.AllocatorAdmin";

@@ -139,6 +139,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
 export interface CallOptions {
   deadline?: number; // Unix ms
   metadata?: grpc.Metadata;
+  /** Aborting cancels the call (it then rejects with CANCELLED). */
+  signal?: AbortSignal;
 }
 
 /** One unary call with a deadline; rejects with the grpc ServiceError. */
@@ -149,7 +151,7 @@ export function unaryCall<Req, Res>(
   options: CallOptions = {},
 ): Promise<Res> {
   return new Promise<Res>((resolve, reject) => {
-    client.makeUnaryRequest(
+    const call = client.makeUnaryRequest(
       method.path,
       method.requestSerialize,
       method.responseDeserialize,
@@ -162,6 +164,11 @@ export function unaryCall<Req, Res>(
         else resolve(response);
       },
     );
+    const signal = options.signal;
+    if (signal) {
+      if (signal.aborted) call.cancel();
+      else signal.addEventListener("abort", () => call.cancel(), { once: true });
+    }
   });
 }
 

@@ -105,7 +105,7 @@ export const PAPER_SWAYAM_TIMING: SwayamTiming = {
 const FARO_TRACE = "faro-10jobs-6h-per-minute.csv";
 
 /** Every policy but the static-prefix variant of Swayam, which is a diagnostic. */
-const ALL_POLICIES: PolicyName[] = POLICY_NAMES.filter((p) => p !== "swayam-static");
+const ALL_POLICIES: PolicyName[] = POLICY_NAMES.filter((p) => p !== "swayam-static" && p !== "swayam-park");
 
 /**
  * On a cluster whose capacity binds, all but Swayam's clairvoyant baselines: they are defined for a cluster
@@ -237,7 +237,7 @@ export const EXPERIMENTS = {
         modelRttMs: 1,
       },
     },
-    policies: ["swayam", "swayam-static"],
+    policies: ["swayam-park", "swayam", "swayam-static"],
     seeds: [1, 2, 3],
   },
 } satisfies Record<string, Experiment>;

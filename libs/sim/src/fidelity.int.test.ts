@@ -155,7 +155,8 @@ async function simulateSlice() {
     compression: experiment.trace.compression,
     rateScale: SLICE.rateScale,
   });
-  return simulate(configFor(p, "swayam", SLICE.seed), arrivals);
+  // The local cluster's services park refused requests (late binding) by default: so does swayam-park.
+  return simulate(configFor(p, "swayam-park", SLICE.seed), arrivals);
 }
 
 const relativeGap = (a: number, b: number) => (a === b ? 0 : Math.abs(a - b) / Math.max(Math.abs(a), Math.abs(b)));

@@ -27,6 +27,7 @@ export const POLICY_NAMES = [
   "infergrid-no-prune",
   "infergrid-no-park",
   "swayam",
+  "swayam-park",
   "hpa-utilisation",
   "hpa-requests",
   "knative-kpa",
@@ -133,6 +134,10 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
       return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true };
     case "swayam":
       return { kind: "swayam", name, scaling: "swayam" };
+    case "swayam-park":
+      // Swayam with this system's data path (late binding) and the static allocator: the local cluster's
+      // default services, for the fidelity check.
+      return { kind: "swayam", name, scaling: "swayam", park: true };
     case "swayam-static":
       return { kind: "swayam", name, scaling: "static" };
     case "hpa-utilisation":

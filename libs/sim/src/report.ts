@@ -153,6 +153,7 @@ const NOT_BASELINES = new Set([
   "infergrid-no-prune",
   "infergrid-no-park",
   "swayam",
+  "swayam-park",
   "swayam-static",
   "faro-published",
   "clair-a1",

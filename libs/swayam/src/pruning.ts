@@ -16,3 +16,40 @@ export const PRUNE_SERVICE_QUANTILE = 0.9;
 export function isPastSaving(nowMs: number, arrivedAtMs: number, expectedServiceMs: number, rtMaxMs: number, attempts: number): boolean {
   return attempts > 0 && nowMs - arrivedAtMs + expectedServiceMs > rtMaxMs;
 }
+
+/**
+ * A quantile of the last `capacity` samples (a frontend's recent compute times, for isPastSaving). Re-sorted
+ * only every `capacity / 8` new samples, so recording stays O(1) on the request path.
+ */
+export class RecentQuantile {
+  private readonly samples: number[] = [];
+  private cursor = 0;
+  private sinceSort = 0;
+  private cached: number | undefined;
+
+  constructor(
+    private readonly q: number,
+    private readonly capacity = 512,
+  ) {}
+
+  record(value: number): void {
+    if (!Number.isFinite(value) || value < 0) return;
+    if (this.samples.length < this.capacity) this.samples.push(value);
+    else {
+      this.samples[this.cursor] = value;
+      this.cursor = (this.cursor + 1) % this.capacity;
+    }
+    this.sinceSort += 1;
+  }
+
+  /** The quantile of the recent samples; 0 before the first. */
+  value(): number {
+    if (this.samples.length === 0) return 0;
+    if (this.cached === undefined || this.sinceSort >= Math.max(1, this.capacity / 8)) {
+      const sorted = [...this.samples].sort((a, b) => a - b);
+      this.cached = sorted[Math.min(sorted.length - 1, Math.ceil(this.q * sorted.length) - 1)] ?? 0;
+      this.sinceSort = 0;
+    }
+    return this.cached;
+  }
+}

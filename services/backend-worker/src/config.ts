@@ -7,6 +7,7 @@ export const backendConfig = z.object({
   idleTimeoutMs: field.ms(300_000).describe("T: a warm backend idle this long decommissions itself"),
   tSetupMs: field.ms(10_000).describe("t_setup: window for the distinct-frontends count"),
   maxRequestBytes: field.int(16 * 1024 * 1024, 1024).describe("largest accepted request, bytes"),
+  holdMs: field.ms(1_000).describe("late binding: how long a slot held for a parked request waits for its Execute"),
   onnxThreads: field.int(1, 1, 64).describe("intra-op threads for ONNX models (unless the spec says)"),
 });
 

@@ -21,18 +21,31 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     labelNames: ["status"],
     registers: [metrics],
   });
-  const worker = new Worker(id, machine, config.onnxThreads, logger, {
-    onDecommissioned: (service) => {
-      publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
-        kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
-        backendId: id,
-        service,
-        atUnixMs: Date.now(),
-        reason: `idle for ${config.idleTimeoutMs} ms`,
-      });
-      member?.heartbeat.beat();
-    },
+  const parks = new Counter({
+    name: "infergrid_backend_parks_total",
+    help: "Park calls (late binding), by how they ended",
+    labelNames: ["status"],
+    registers: [metrics],
   });
+  const worker = new Worker(
+    id,
+    machine,
+    config.onnxThreads,
+    logger,
+    {
+      onDecommissioned: (service) => {
+        publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
+          kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
+          backendId: id,
+          service,
+          atUnixMs: Date.now(),
+          reason: `idle for ${config.idleTimeoutMs} ms`,
+        });
+        member?.heartbeat.beat();
+      },
+    },
+    { holdMs: config.holdMs },
+  );
   const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
   new Gauge({
     name: "infergrid_backend_active_seconds_total",
@@ -55,6 +68,14 @@ await runService("backend-worker", backendConfig, async (ctx) => {
           return reply;
         }),
         WarmUp: unaryHandler(logger, async (req) => worker.warmUp(req)),
+        Park: unaryHandler(logger, async (req, call) => {
+          const withdrawn = new AbortController();
+          call.on("cancelled", () => withdrawn.abort());
+          const reply = await worker.park(req, withdrawn.signal);
+          parks.inc({ status: backend.ParkStatus[reply.status ?? 0] ?? "UNKNOWN" });
+          return reply;
+        }),
+        Release: unaryHandler(logger, async (req) => worker.releaseHold(req)),
       }),
   });
   const idleTimer = setInterval(() => worker.checkIdle(), Math.max(50, Math.min(1000, config.idleTimeoutMs / 10)));

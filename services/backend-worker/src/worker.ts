@@ -1,7 +1,8 @@
+import { randomUUID } from "node:crypto";
 import { createModelRuntime, InvalidModelInputError, type ModelRuntime, type ModelSpec } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
-import { type BackendPhase, BackendSecondsMeter, type BackendState } from "@infergrid/swayam";
+import { type BackendPhase, BackendSecondsMeter, type BackendState, ParkingLot } from "@infergrid/swayam";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
 
 const STATE: Record<BackendPhase, backend.BackendState> = {
@@ -31,6 +32,30 @@ export function toModelSpec(model: control.ModelSpec.$Properties | null | undefi
   };
 }
 
+const PARK_REFUSAL: Record<string, backend.ParkStatus> = {
+  cold: backend.ParkStatus.PARK_STATUS_REFUSED_COLD,
+  draining: backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING,
+};
+
+/** A Park call waiting for a slot. */
+interface ParkedCall {
+  parkId: string;
+  frontendId: string;
+  done: boolean;
+  answer(status: backend.ParkStatus, holdId?: string): void;
+}
+
+/** A slot held for a parked request until its Execute (or Release) comes, or holdMs passes. */
+interface Hold {
+  parkId: string;
+  timer: NodeJS.Timeout;
+}
+
+export interface WorkerOptions {
+  /** How long a slot held for a parked request waits for its Execute before it is given back. */
+  holdMs: number;
+}
+
 export interface WorkerEvents {
   /** The backend idled T and went cold: it is back in the global pool. */
   onDecommissioned(service: string): void;
@@ -48,6 +73,10 @@ export class Worker {
   private lastColdStartMs = 0;
   /** Backend-seconds as Swayam counts them: time not cold, provisioning included. */
   readonly meter = new BackendSecondsMeter();
+  private readonly lot = new ParkingLot<ParkedCall>();
+  private readonly holds = new Map<string, Hold>();
+  /** The latest park of each request (by park id), to withdraw it. */
+  private readonly parkedById = new Map<string, ParkedCall>();
 
   constructor(
     readonly id: string,
@@ -55,8 +84,14 @@ export class Worker {
     private readonly defaultThreads: number,
     private readonly logger: Logger,
     private readonly events: WorkerEvents,
+    private readonly options: WorkerOptions,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /** Park calls waiting here (live or not yet discarded). */
+  get parked(): number {
+    return this.lot.size;
+  }
 
   activeSeconds(): number {
     const now = this.now();
@@ -87,8 +122,10 @@ export class Worker {
     this.assignment = a?.service ? a : undefined;
     if (this.service !== before) {
       this.logger.info({ from: before || "(pool)", to: this.service || "(pool)" }, "assignment changed");
-      // Reassigned: finish what is in flight for the old service, then drop its model.
+      // Reassigned: finish what is in flight for the old service, then drop its model; whoever is parked
+      // here for it is told at once, and parks elsewhere.
       if (before && this.machine.drain(this.now())) void this.unload();
+      this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING);
     }
   }
 
@@ -109,9 +146,11 @@ export class Worker {
       this.lastColdStartMs = coldStartMs;
       this.machine.loadFinished(this.now());
       this.logger.info({ model: runtime.name, coldStartMs: Math.round(coldStartMs) }, "model loaded (cold start)");
+      this.serveParked();
     } catch (err) {
       this.machine.loadFailed(this.now());
       this.meter.observe(this.id, this.machine.state, this.now());
+      this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_COLD);
       this.logger.error({ err }, "model load failed");
     }
   }
@@ -127,9 +166,14 @@ export class Worker {
     if (!req.service || req.service !== this.service) {
       return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
     }
-    const acquired = this.machine.tryAcquire(now, req.frontendId ?? "");
-    if (!acquired.accepted)
-      return { status: REFUSAL[acquired.reason] ?? backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
+    if (req.holdId) {
+      // The slot was acquired when the hold was made; an unknown hold has expired and its slot moved on.
+      if (!this.takeHold(req.holdId)) return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
+    } else {
+      const acquired = this.machine.tryAcquire(now, req.frontendId ?? "");
+      if (!acquired.accepted)
+        return { status: REFUSAL[acquired.reason] ?? backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
+    }
     const runtime = this.runtime;
     try {
       if (!runtime) throw new GrpcStatusError(grpc.status.INTERNAL, "warm backend has no model loaded");
@@ -150,6 +194,105 @@ export class Worker {
 
   private release(): void {
     if (this.machine.release(this.now())) void this.unload();
+    this.serveParked();
+  }
+
+  /**
+   * Late binding: waits for a slot held for this request (oldest parked first), up to wait_ms. `signal` aborts
+   * when the frontend withdraws the call (it got a slot elsewhere).
+   */
+  park(req: backend.ParkRequest.$Properties, signal?: AbortSignal): Promise<backend.ParkReply.$Properties> {
+    const now = this.now();
+    if (!req.service || req.service !== this.service) {
+      return Promise.resolve({ status: backend.ParkStatus.PARK_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() });
+    }
+    const frontendId = req.frontendId ?? "";
+    const parkId = req.parkId ?? "";
+    const acquired = this.machine.tryAcquire(now, frontendId);
+    if (acquired.accepted) return Promise.resolve(this.held(this.hold(parkId)));
+    const refusal = PARK_REFUSAL[acquired.reason];
+    if (refusal !== undefined) return Promise.resolve({ status: refusal, report: this.report() });
+    return new Promise((resolve) => {
+      const call: ParkedCall = {
+        parkId,
+        frontendId,
+        done: false,
+        answer: (status, holdId) => {
+          if (call.done) return;
+          call.done = true;
+          clearTimeout(timer);
+          if (this.parkedById.get(parkId) === call) this.parkedById.delete(parkId);
+          resolve(status === backend.ParkStatus.PARK_STATUS_HELD && holdId ? this.held(holdId) : { status, report: this.report() });
+        },
+      };
+      const timer = setTimeout(() => call.answer(backend.ParkStatus.PARK_STATUS_TIMED_OUT), Math.max(1, req.waitMs ?? 0));
+      const cancelled = () => call.answer(backend.ParkStatus.PARK_STATUS_WITHDRAWN);
+      if (signal?.aborted) cancelled();
+      else signal?.addEventListener("abort", cancelled, { once: true });
+      if (call.done) return;
+      if (parkId) this.parkedById.set(parkId, call);
+      this.lot.park(call, now - Math.max(0, req.ageMs ?? 0));
+    });
+  }
+
+  /** Gives back a held slot the frontend will not use, or withdraws a request (its park and any slot held for it). */
+  releaseHold(req: backend.ReleaseRequest.$Properties): backend.ReleaseReply.$Properties {
+    const slots: string[] = [];
+    if (req.holdId) slots.push(req.holdId);
+    else if (req.parkId) {
+      this.parkedById.get(req.parkId)?.answer(backend.ParkStatus.PARK_STATUS_WITHDRAWN);
+      for (const [id, h] of this.holds) if (h.parkId === req.parkId) slots.push(id);
+    }
+    let released = false;
+    for (const id of slots) {
+      if (!this.takeHold(id)) continue;
+      released = true;
+      this.release();
+    }
+    return { released, report: this.report() };
+  }
+
+  /** Free slots go to the oldest requests parked here, each held until its Execute comes. */
+  private serveParked(): void {
+    while (this.lot.size > 0) {
+      const st = this.machine.state;
+      if (st !== "warm-idle" && !(st === "busy" && this.machine.requestsInFlight < this.machine.concurrency)) return;
+      const top = this.lot.takeOldest((c) => !c.done);
+      if (!top) return;
+      if (!this.machine.tryAcquire(this.now(), top.item.frontendId).accepted) {
+        this.lot.park(top.item, top.arrivedAt);
+        return;
+      }
+      top.item.answer(backend.ParkStatus.PARK_STATUS_HELD, this.hold(top.item.parkId));
+    }
+  }
+
+  private refuseParked(status: backend.ParkStatus): void {
+    for (const call of this.lot.retain(() => false)) call.answer(status);
+  }
+
+  /** Holds the slot just acquired; if no Execute or Release comes in time, the slot is given back. */
+  private hold(parkId: string): string {
+    const id = randomUUID();
+    const timer = setTimeout(() => {
+      if (!this.holds.delete(id)) return;
+      this.logger.debug({ holdId: id }, "held slot not used in time: given back");
+      this.release();
+    }, this.options.holdMs);
+    this.holds.set(id, { parkId, timer });
+    return id;
+  }
+
+  private takeHold(id: string): boolean {
+    const h = this.holds.get(id);
+    if (!h) return false;
+    clearTimeout(h.timer);
+    this.holds.delete(id);
+    return true;
+  }
+
+  private held(holdId: string): backend.ParkReply.$Properties {
+    return { status: backend.ParkStatus.PARK_STATUS_HELD, holdId, holdMs: this.options.holdMs, report: this.report() };
   }
 
   /** Called by a timer: decommissions the backend when it has idled T. */
@@ -157,6 +300,7 @@ export class Worker {
     if (!this.machine.checkIdle(this.now())) return;
     this.meter.observe(this.id, this.machine.state, this.now());
     const service = this.service;
+    this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_COLD);
     this.returnedVersion = Number(this.assignment?.version ?? 0);
     void this.unload();
     this.logger.info({ service }, "idle for T: decommissioned, back to the pool");

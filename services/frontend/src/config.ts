@@ -1,10 +1,14 @@
 import { field } from "@infergrid/runtime";
+import { PARK_DEFAULTS } from "@infergrid/swayam";
 import { z } from "zod";
 
 export const frontendConfig = z.object({
   maxRequestBytes: field.int(4 * 1024 * 1024, 1024).describe("largest accepted request, bytes"),
   requestTimeoutMs: field.ms(30_000).describe("deadline given to a request that brings none"),
   retryGapMs: field.ms(5).describe("delta: wait before retrying a refused request on another backend"),
+  parkWindowMs: field
+    .ms(PARK_DEFAULTS.windowMs)
+    .describe("late binding: how long a refused request waits at its prefix for a free slot per round (0: Swayam's probing)"),
   attemptTimeoutMs: field
     .ms(10_000)
     .describe(

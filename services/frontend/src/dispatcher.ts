@@ -1,9 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
-import { isPastSaving, ROUND_BACKOFF_DEFAULTS, roundBackoffMs } from "@infergrid/swayam";
+import { effectivePrefix, isPastSaving, ROUND_BACKOFF_DEFAULTS, roundBackoffMs } from "@infergrid/swayam";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { ServiceView } from "./service-table.js";
 
@@ -35,7 +36,19 @@ export interface DispatcherOptions {
   retryAfterMs: number;
   /** Time kept back before the deadline so that a give-up answer still reaches the caller in time. */
   answerReserveMs: number;
+  /** Late binding: how long a refused request parks at its prefix per round (0: Swayam's probing only). */
+  parkWindowMs: number;
 }
+
+/** A slot a backend holds for the request (late binding). */
+interface HeldSlot {
+  backendId: string;
+  address: string;
+  holdId: string;
+}
+
+/** Past the park window, a backend's answer has this long to arrive before the round is given up. */
+const PARK_ANSWER_GRACE_MS = 200;
 
 /** Swayam's optional pruning: a request that can no longer finish within RT_max is dropped instead of retried. */
 export interface PruneRule {
@@ -88,6 +101,7 @@ export class Dispatcher {
     let attempts = 0;
     let refusals = 0;
     let rounds = 0;
+    let held: HeldSlot | undefined;
     for (;;) {
       const now = Date.now();
       const target = current();
@@ -99,6 +113,23 @@ export class Dispatcher {
           `service ${request.service} has no backends`,
           unavailableMetadata("frontend", this.options.retryAfterMs),
         );
+      }
+      if (held) {
+        // Run in the slot a backend holds for this request, unless it can no longer make it.
+        const slot = held;
+        held = undefined;
+        if (prune && isPastSaving(Date.now(), prune.arrivedAt, prune.expectedServiceMs, prune.rtMaxMs, 1)) {
+          this.releaseSlot(slot);
+          throw new GrpcStatusError(
+            grpc.status.DEADLINE_EXCEEDED,
+            `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
+          );
+        }
+        attempts += 1;
+        const outcome = await this.execute(slot, target, request, deadline, hooks, attempts, slot.holdId);
+        if (outcome.kind === "ok") return { reply: outcome.reply, backendId: slot.backendId, attempts };
+        if (outcome.kind === "refused") refusals += 1;
+        continue;
       }
       const excluded = new Set<number>();
       list.forEach((b, i) => {
@@ -130,34 +161,25 @@ export class Dispatcher {
       if (Date.now() + this.options.retryGapMs >= giveUpAt) break;
       attempts += 1;
       tried.add(ref.backendId);
-      try {
-        const reply = await unaryCall(
-          this.clients.get(ref.address),
-          BackendServiceDefinition.Execute,
-          {
-            service: request.service,
-            requestId: request.requestId,
-            frontendId: target.frontendId,
-            inputs: request.inputs,
-            attempt: attempts,
-          },
-          { deadline: Math.min(deadline, Date.now() + this.attemptTimeoutMs(target.entry)) },
-        );
-        hooks.onReply(ref.backendId, reply, Date.now());
-        if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) return { reply, backendId: ref.backendId, attempts };
-        refusals += 1;
-        if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
-        if (!(await this.waitGap(giveUpAt))) break;
-      } catch (err) {
-        const s = statusOf(err);
-        if (NO_RETRY.has(s.code)) throw new GrpcStatusError(s.code, s.details);
+      const outcome = await this.execute(ref, target, request, deadline, hooks, attempts);
+      if (outcome.kind === "ok") return { reply: outcome.reply, backendId: ref.backendId, attempts };
+      if (outcome.kind === "failed") {
         if (Date.now() >= giveUpAt) break;
-        this.tracker.markFailed(ref.backendId, Date.now());
-        this.logger.warn(
-          { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: request.requestId },
-          "backend call failed; retrying elsewhere",
-        );
+        continue;
       }
+      refusals += 1;
+      if (outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
+      const parkable =
+        outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY ||
+        outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_PROVISIONING;
+      if (parkable && this.options.parkWindowMs > 0) {
+        // Late binding: wait at every prefix entry at once for the first slot that frees; none in the
+        // window, and the request probes again (entries that joined the prefix meanwhile hold no park).
+        held = await this.park(target, request, startedAt, giveUpAt, hooks, prune);
+        if (held) continue;
+        tried.clear();
+      }
+      if (!(await this.waitGap(giveUpAt))) break;
     }
     if (attempts === 0 && Date.now() >= giveUpAt) {
       throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before any backend was tried");
@@ -166,6 +188,143 @@ export class Dispatcher {
       grpc.status.UNAVAILABLE,
       `no backend of ${request.service} could take the request before its deadline (${attempts} attempts, ${refusals} refusals)`,
       unavailableMetadata("frontend", this.options.retryAfterMs),
+    );
+  }
+
+  /** One Execute call: the reply, or the call failed (the backend is then skipped for a while). */
+  private async execute(
+    ref: { backendId: string; address: string },
+    target: DispatchTarget,
+    request: inference.InferRequest.$Properties,
+    deadline: number,
+    hooks: DispatchHooks,
+    attempt: number,
+    holdId?: string,
+  ): Promise<
+    { kind: "ok"; reply: backend.ExecuteReply.$Properties } | { kind: "refused"; status: backend.ExecuteStatus } | { kind: "failed" }
+  > {
+    try {
+      const reply = await unaryCall(
+        this.clients.get(ref.address),
+        BackendServiceDefinition.Execute,
+        {
+          service: request.service,
+          requestId: request.requestId,
+          frontendId: target.frontendId,
+          inputs: request.inputs,
+          attempt,
+          ...(holdId ? { holdId } : {}),
+        },
+        { deadline: Math.min(deadline, Date.now() + this.attemptTimeoutMs(target.entry)) },
+      );
+      hooks.onReply(ref.backendId, reply, Date.now());
+      if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) return { kind: "ok", reply };
+      return { kind: "refused", status: reply.status ?? backend.ExecuteStatus.EXECUTE_STATUS_UNSPECIFIED };
+    } catch (err) {
+      const s = statusOf(err);
+      if (NO_RETRY.has(s.code)) throw new GrpcStatusError(s.code, s.details);
+      this.tracker.markFailed(ref.backendId, Date.now());
+      this.logger.warn(
+        { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: request.requestId },
+        "backend call failed; retrying elsewhere",
+      );
+      return { kind: "failed" };
+    }
+  }
+
+  /**
+   * One park round: a Park call to every usable entry of the prefix at once; the first slot held for the
+   * request wins, the other calls are cancelled and any other slot held meanwhile is released. Undefined when
+   * no slot came within the window (or the request could not wait that long).
+   */
+  private park(
+    target: DispatchTarget,
+    request: inference.InferRequest.$Properties,
+    startedAt: number,
+    giveUpAt: number,
+    hooks: DispatchHooks,
+    prune: PruneRule | undefined,
+  ): Promise<HeldSlot | undefined> {
+    const now = Date.now();
+    const list = target.entry.backends;
+    const prefix = effectivePrefix(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), list.length);
+    let waitMs = Math.min(this.options.parkWindowMs, giveUpAt - now - this.options.retryGapMs);
+    if (prune) waitMs = Math.min(waitMs, prune.arrivedAt + prune.rtMaxMs - prune.expectedServiceMs - now);
+    waitMs = Math.floor(waitMs);
+    if (prefix.length === 0 || waitMs < 1) return Promise.resolve(undefined);
+    const parkId = randomUUID();
+    const hung = new AbortController();
+    return new Promise<HeldSlot | undefined>((resolve) => {
+      let winner: HeldSlot | undefined;
+      let settled = false;
+      let open = prefix.length;
+      const answered = new Set<string>();
+      const finish = () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(giveUp);
+        // Withdrawn, not cancelled: a slot held while a cancel was on its way would be lost until its hold
+        // expired; a withdrawn request's slot is given back by the backend, and a HELD reply still on its way
+        // arrives and is released.
+        for (const index of prefix) {
+          const ref = list[index];
+          if (ref && ref.backendId !== winner?.backendId && !answered.has(ref.backendId)) this.withdrawPark(ref, parkId);
+        }
+        resolve(winner);
+      };
+      const giveUp = setTimeout(() => {
+        finish();
+        hung.abort();
+      }, waitMs + PARK_ANSWER_GRACE_MS);
+      for (const index of prefix) {
+        const ref = list[index];
+        if (!ref) continue;
+        unaryCall(
+          this.clients.get(ref.address),
+          BackendServiceDefinition.Park,
+          { service: request.service, parkId, frontendId: target.frontendId, ageMs: now - startedAt, waitMs },
+          { deadline: now + waitMs + PARK_ANSWER_GRACE_MS, signal: hung.signal },
+        )
+          .then(
+            (reply) => {
+              answered.add(ref.backendId);
+              hooks.onReply(ref.backendId, { report: reply.report }, Date.now());
+              if (reply.status === backend.ParkStatus.PARK_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
+              if (reply.status === backend.ParkStatus.PARK_STATUS_HELD && reply.holdId) {
+                const slot = { backendId: ref.backendId, address: ref.address, holdId: reply.holdId };
+                if (settled) this.releaseSlot(slot);
+                else {
+                  winner = slot;
+                  finish();
+                }
+              }
+            },
+            (err: unknown) => {
+              const s = statusOf(err);
+              if (s.code === grpc.status.UNAVAILABLE) this.tracker.markFailed(ref.backendId, Date.now());
+            },
+          )
+          .finally(() => {
+            open -= 1;
+            if (open === 0) finish();
+          });
+      }
+    });
+  }
+
+  /** Gives a held slot back; if this fails, the backend gives it back itself when the hold expires. */
+  private releaseSlot(slot: HeldSlot): void {
+    this.release(slot, { holdId: slot.holdId });
+  }
+
+  /** Ends a request's park at a backend, and gives back any slot the backend held for it meanwhile. */
+  private withdrawPark(ref: { backendId: string; address: string }, parkId: string): void {
+    this.release(ref, { parkId });
+  }
+
+  private release(ref: { backendId: string; address: string }, what: backend.ReleaseRequest.$Properties): void {
+    unaryCall(this.clients.get(ref.address), BackendServiceDefinition.Release, what, { deadline: Date.now() + 1000 }).catch(
+      (err: unknown) => this.logger.debug({ err, backend: ref.backendId }, "release at a backend failed (its hold expires)"),
     );
   }
 

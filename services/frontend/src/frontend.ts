@@ -2,7 +2,7 @@ import { subjects } from "@infergrid/control-plane";
 import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
 import { control, type inference } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
-import { SlaWindowTracker } from "@infergrid/swayam";
+import { PRUNE_SERVICE_QUANTILE, RecentQuantile, SlaWindowTracker } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -19,8 +19,8 @@ interface ServiceState {
   window: LoadWindow;
   frontendsEstimate: number;
   globalRate: number;
-  /** Smoothed compute time the backends report, for pruning. */
-  computeEwmaMs: number;
+  /** The backends' recent compute times (their PRUNE_SERVICE_QUANTILE), for pruning. */
+  computeTimes: RecentQuantile;
 }
 
 export interface FrontendDeps {
@@ -107,7 +107,7 @@ export class Frontend {
         window: new LoadWindow(Date.now()),
         frontendsEstimate: 1,
         globalRate: 0,
-        computeEwmaMs: 0,
+        computeTimes: new RecentQuantile(PRUNE_SERVICE_QUANTILE),
       };
       this.services.set(name, s);
     }
@@ -185,11 +185,6 @@ export class Frontend {
     );
   }
 
-  private meanServiceMs(service: string): number {
-    const mean = this.services.get(service)?.window.meanComputeMs() ?? 0;
-    return Math.max(mean, 0);
-  }
-
   async infer(
     request: inference.InferRequest.$Properties,
     grpcDeadline: Date | number | undefined,
@@ -226,7 +221,7 @@ export class Frontend {
             const computeMs = reply.computeMs ? reply.computeMs : undefined;
             const st = this.state(service);
             st.scaler.observeReply(backendId, reply.report?.frontendsSeen ?? 0, computeMs, now);
-            if (computeMs !== undefined) st.computeEwmaMs = st.computeEwmaMs === 0 ? computeMs : 0.9 * st.computeEwmaMs + 0.1 * computeMs;
+            if (computeMs !== undefined) st.computeTimes.record(computeMs);
           },
           onRefusedCold: (index) => {
             const e = this.deps.table.get(service);
@@ -238,7 +233,7 @@ export class Frontend {
           ? {
               arrivedAt: arrived,
               rtMaxMs: entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY,
-              expectedServiceMs: this.meanServiceMs(service),
+              expectedServiceMs: this.services.get(service)?.computeTimes.value() ?? 0,
             }
           : undefined,
       );

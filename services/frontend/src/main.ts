@@ -33,6 +33,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
       attemptTimeoutMs: config.attemptTimeoutMs,
       retryAfterMs: 1000,
       answerReserveMs: config.answerReserveMs,
+      parkWindowMs: config.parkWindowMs,
     },
     logger.child({ component: "dispatch" }),
   );
