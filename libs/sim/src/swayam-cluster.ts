@@ -18,6 +18,13 @@
  * Network: each hop (broker-frontend, frontend-backend and back) costs hopMs; the broker hops are constant and
  * added to the latency, the frontend-backend ones are events (the backend's state is read on arrival there).
  *
+ * Late binding (park): as services/frontend and services/backend-worker (libs/swayam ParkingLot). A request
+ * refused busy or provisioning parks at its whole prefix for PARK_DEFAULTS.windowMs; a backend with a free
+ * slot holds it for the oldest live request parked there and tells its frontend (READY, one hop); the first
+ * READY of a round takes the request (CLAIM, one hop, then service), later ones are released. Simplification:
+ * the services withdraw the other parks with a message (one hop); here they end the moment the request is
+ * taken (its epoch moves on), so a backend never holds a slot for a request already taken elsewhere.
+ *
  * Simplification: the frontend reads a backend's true state when deciding what to warm (the service reads the
  * last state the backend reported); both warm exactly the cold entries except around a state change.
  */
