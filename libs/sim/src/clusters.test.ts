@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import type { PolicySpec, SimConfig } from "./config.js";
 import { EXPERIMENTS } from "./experiments.js";
 import { buildPolicy } from "./policies.js";
+import { violationRateAfter } from "./report.js";
 import { runExperiment } from "./run-experiment.js";
 import { poissonArrivals, simulate } from "./simulate.js";
 import { paperSwayam, resnetJobs, TEST_TIMINGS } from "./test-support.js";
@@ -50,6 +51,16 @@ describe("Swayam mode", () => {
     expect(meanBackendsA).toBeLessThan(16);
     // 5 req/s: fewer backends than job a (5 were bootstrapped; the idle ones decommission after T).
     expect(b.backendSeconds).toBeLessThan(a.backendSeconds);
+  });
+
+  it("the report's rate after a warm-up counts the same violations as the run's, less the warm-up's", () => {
+    const r = run(1);
+    expect(r.cluster.violations).toBeGreaterThan(0);
+    expect(violationRateAfter(r, 0)).toBeCloseTo(r.cluster.violationRate, 6);
+    const later = violationRateAfter(r, 60_000);
+    const first = r.series.reduce((sum, s) => sum + (s.violations[0] ?? 0), 0);
+    const firstArrivals = r.series.reduce((sum, s) => sum + (s.arrivals[0] ?? 0), 0);
+    expect(later * (r.cluster.requests - firstArrivals) + first).toBeCloseTo(r.cluster.violationRate * r.cluster.requests, 6);
   });
 
   it("is deterministic for a seed and differs across seeds", () => {

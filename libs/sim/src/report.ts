@@ -10,6 +10,8 @@ export interface PolicySummary {
   policy: string;
   runs: number;
   violationRate: Stat;
+  /** The same without the first minute, when every autoscaler starts from its initial size and cold-starts. */
+  violationRateAfterFirstMinute: Stat;
   meanJobViolationRate: Stat;
   lostUtility: Stat;
   slaCompliance: Stat;
@@ -38,6 +40,22 @@ function stat(xs: readonly number[]): Stat {
   return { mean: ok.reduce((a, b) => a + b, 0) / ok.length, min: Math.min(...ok), max: Math.max(...ok) };
 }
 
+const FIRST_MINUTE_MS = 60_000;
+
+/** Violations over arrivals in the bins that start at or after `fromMs`, all jobs together. */
+export function violationRateAfter(r: RunResult, fromMs: number): number {
+  const first = Math.ceil(fromMs / r.binMs);
+  let violations = 0;
+  let arrivals = 0;
+  for (const s of r.series) {
+    for (let b = first; b < s.arrivals.length; b++) {
+      violations += s.violations[b] ?? 0;
+      arrivals += s.arrivals[b] ?? 0;
+    }
+  }
+  return arrivals > 0 ? violations / arrivals : 0;
+}
+
 export function summarise(result: ExperimentResult): PolicySummary[] {
   const byPolicy = new Map<string, RunResult[]>();
   for (const r of result.runs) byPolicy.set(r.policy, [...(byPolicy.get(r.policy) ?? []), r]);
@@ -45,6 +63,7 @@ export function summarise(result: ExperimentResult): PolicySummary[] {
     policy,
     runs: runs.length,
     violationRate: stat(runs.map((r) => r.cluster.violationRate * 100)),
+    violationRateAfterFirstMinute: stat(runs.map((r) => violationRateAfter(r, FIRST_MINUTE_MS) * 100)),
     meanJobViolationRate: stat(runs.map((r) => r.cluster.meanJobViolationRate * 100)),
     lostUtility: stat(runs.map((r) => r.cluster.lostUtility)),
     slaCompliance: stat(runs.map((r) => r.cluster.slaCompliance * 100)),
@@ -72,6 +91,7 @@ function fmt(s: Stat, digits: number): string {
 const COLUMNS: [string, (p: PolicySummary) => string][] = [
   ["policy", (p) => p.policy],
   ["SLO violations %", (p) => fmt(p.violationRate, 3)],
+  ["after the first minute", (p) => fmt(p.violationRateAfterFirstMinute, 3)],
   ["mean job violations %", (p) => fmt(p.meanJobViolationRate, 3)],
   ["lost utility", (p) => fmt(p.lostUtility, 3)],
   ["SLA compliance % (mean job)", (p) => fmt(p.slaCompliance, 2)],
