@@ -75,6 +75,14 @@ const PARK_TIMEOUT = FIRST_MODEL_EVENT + 14;
 /** Park messages carry (epoch, backend) in one number: backends below this bound. */
 const BACKEND_SLOTS = 4096;
 
+/** A park message's (epoch, backend) as one event argument. */
+const packPark = (epoch: number, b: number) => epoch * BACKEND_SLOTS + b;
+const parkEpoch = (packed: number) => Math.floor(packed / BACKEND_SLOTS);
+const parkBackend = (packed: number) => packed % BACKEND_SLOTS;
+/** A parking-lot entry: the request slot and its epoch (mod BACKEND_SLOTS, enough to tell rounds apart). */
+const lotKey = (req: number, epoch: number) => req * BACKEND_SLOTS + (epoch % BACKEND_SLOTS);
+const lotRequest = (key: number) => Math.floor(key / BACKEND_SLOTS);
+
 const IDLE_SLACK_MS = 0.001;
 
 const REASONS: RefusalReason[] = ["busy", "cold", "provisioning", "draining"];
@@ -404,7 +412,7 @@ export class SwayamCluster implements ClusterModel {
     const epoch = (r.epoch[req] as number) + 1;
     r.epoch[req] = epoch;
     r.pending[req] = prefix.length;
-    for (const idx of prefix) sim.schedule(sim.now + sim.config.hopMs, PARK, req, epoch * BACKEND_SLOTS + (list[idx] as number));
+    for (const idx of prefix) sim.schedule(sim.now + sim.config.hopMs, PARK, req, packPark(epoch, list[idx] as number));
     // With pruning the round ends when the request can no longer make it, so that it is dropped then.
     let windowMs = (sim.config.swayam.park as { windowMs: number }).windowMs;
     if (prune) windowMs = Math.min(windowMs, Math.max(0, arrived + rtMaxMs - expected - sim.now));
@@ -416,8 +424,8 @@ export class SwayamCluster implements ClusterModel {
   private parkAt(req: number, packed: number): void {
     const sim = this.sim;
     const r = sim.requests;
-    const epoch = Math.floor(packed / BACKEND_SLOTS);
-    const b = packed - epoch * BACKEND_SLOTS;
+    const epoch = parkEpoch(packed);
+    const b = parkBackend(packed);
     if (r.epoch[req] !== epoch) return; // the round ended: the frontend cancelled this call
     const j = r.job[req] as number;
     const be = this.backends[b] as BackendState;
@@ -427,10 +435,10 @@ export class SwayamCluster implements ClusterModel {
       return;
     }
     if (res.reason === "busy" || res.reason === "provisioning") {
-      (this.lots[b] as ParkingLot<number>).park(req * BACKEND_SLOTS + (epoch % BACKEND_SLOTS), r.arrival[req] as number);
+      (this.lots[b] as ParkingLot<number>).park(lotKey(req, epoch), r.arrival[req] as number);
       return;
     }
-    sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, epoch * BACKEND_SLOTS + b);
+    sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, packPark(epoch, b));
     if (res.reason === "cold" && this.backendJob[b] === j) this.warm(b, j);
   }
 
@@ -440,23 +448,19 @@ export class SwayamCluster implements ClusterModel {
     if (be.state !== "warm-idle") return;
     const sim = this.sim;
     const r = sim.requests;
-    const live = (key: number) => {
-      const req = Math.floor(key / BACKEND_SLOTS);
-      return (r.epoch[req] as number) % BACKEND_SLOTS === key - req * BACKEND_SLOTS;
-    };
-    const top = (this.lots[b] as ParkingLot<number>).takeOldest(live);
+    const top = (this.lots[b] as ParkingLot<number>).takeOldest((key) => this.isLive(key));
     if (top === undefined) return;
-    const req = Math.floor(top.item / BACKEND_SLOTS);
+    const req = lotRequest(top.item);
     be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[r.job[req] as number]);
-    sim.schedule(sim.now + sim.config.hopMs, READY, req, (r.epoch[req] as number) * BACKEND_SLOTS + b);
+    sim.schedule(sim.now + sim.config.hopMs, READY, req, packPark(r.epoch[req] as number, b));
   }
 
   /** A backend holds a slot for the request: the first such answer of its round takes it; later ones are released. */
   private ready(req: number, packed: number): void {
     const sim = this.sim;
     const r = sim.requests;
-    const epoch = Math.floor(packed / BACKEND_SLOTS);
-    const b = packed - epoch * BACKEND_SLOTS;
+    const epoch = parkEpoch(packed);
+    const b = parkBackend(packed);
     if (r.epoch[req] !== epoch) {
       sim.schedule(sim.now + sim.config.hopMs, RELEASE, b);
       return;
@@ -492,7 +496,7 @@ export class SwayamCluster implements ClusterModel {
   private parkRefused(req: number, packed: number): void {
     const sim = this.sim;
     const r = sim.requests;
-    const epoch = Math.floor(packed / BACKEND_SLOTS);
+    const epoch = parkEpoch(packed);
     if (r.epoch[req] !== epoch) return;
     const pending = (r.pending[req] as number) - 1;
     r.pending[req] = pending;
@@ -553,11 +557,16 @@ export class SwayamCluster implements ClusterModel {
     const sim = this.sim;
     const r = sim.requests;
     for (const key of lot.retain(() => false)) {
-      const req = Math.floor(key / BACKEND_SLOTS);
-      const epoch = r.epoch[req] as number;
-      if (epoch % BACKEND_SLOTS !== key - req * BACKEND_SLOTS) continue;
-      sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, epoch * BACKEND_SLOTS + b);
+      if (!this.isLive(key)) continue;
+      const req = lotRequest(key);
+      sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, packPark(r.epoch[req] as number, b));
     }
+  }
+
+  /** Whether a parked entry's request still waits in the round it parked in. */
+  private isLive(key: number): boolean {
+    const req = lotRequest(key);
+    return lotKey(req, this.sim.requests.epoch[req] as number) === key;
   }
 
   private allocationInput() {
