@@ -42,12 +42,25 @@ fi
 
 socket_alive() { [ -S "$SOCK" ] && curl -fsS --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }
 
+# A service started from a checkout that was deleted since (a fresh clone per CI run) still answers
+# pings, but conmon, which inherits its working directory, fails every container start ("Failed to
+# get working directory", seen by testcontainers as "write child: broken pipe"): restart it.
+for pid in $(pgrep -f "podman system service --time=0 unix://$SOCK" || true); do
+  if readlink "/proc/$pid/cwd" 2>/dev/null | grep -q ' (deleted)$'; then
+    log "restarting podman's API (its working directory was deleted)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$SOCK"
+  fi
+done
+
 if ! socket_alive; then
   log "starting podman's Docker-compatible API on unix://$SOCK"
   as_root mkdir -p "$(dirname "$SOCK")"
   rm -f "$SOCK"
   # --time=0: never exit on idle; the tests may start minutes after this script.
-  nohup podman system service --time=0 "unix://$SOCK" >"$(dirname "$SOCK")/podman-service.log" 2>&1 &
+  # Started from / so that its working directory (and its children's) outlives this checkout.
+  (cd / && nohup podman system service --time=0 "unix://$SOCK" >"$(dirname "$SOCK")/podman-service.log" 2>&1 &)
   for _ in $(seq 1 100); do socket_alive && break; sleep 0.1; done
   socket_alive || { log "podman API did not come up; see $(dirname "$SOCK")/podman-service.log"; exit 1; }
 fi
