@@ -18,6 +18,8 @@ export interface AllocatorOptions {
    * return, and then members get settleMs to beat again. Must be under the ttl.
    */
   deafAfterMs: number;
+  /** After a deaf spell: how long members get to beat again before any list changes (at least settleMs). */
+  resumeSettleMs?: number;
   memberForgetMs: number;
   specDefaults: SpecDefaults;
   objective: string;
@@ -176,11 +178,9 @@ export class Allocator {
   private heard(now: number): void {
     if (this.deaf) {
       this.deaf = false;
-      this.settleUntil = Math.max(this.settleUntil, now + this.options.settleMs);
-      this.logger.info(
-        { silentMs: now - this.lastHeard, settleMs: this.options.settleMs },
-        "heartbeats are back; settling before any list change",
-      );
+      const settleMs = Math.max(this.options.settleMs, this.options.resumeSettleMs ?? 0);
+      this.settleUntil = Math.max(this.settleUntil, now + settleMs);
+      this.logger.info({ silentMs: now - this.lastHeard, settleMs }, "heartbeats are back; settling before any list change");
     }
     this.lastHeard = Math.max(this.lastHeard, now);
   }

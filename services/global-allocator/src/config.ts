@@ -58,6 +58,7 @@ export function timing(config: AllocatorConfig & { heartbeatMs: number }): {
   ttlMs: number;
   graceMs: number;
   settleMs: number;
+  resumeSettleMs: number;
   deafAfterMs: number;
 } {
   const ttlMs = config.backendTtlMs > 0 ? config.backendTtlMs : 3 * config.heartbeatMs;
@@ -68,5 +69,9 @@ export function timing(config: AllocatorConfig & { heartbeatMs: number }): {
     ttlMs,
     graceMs: config.assignmentGraceMs > 0 ? config.assignmentGraceMs : ttlMs,
     settleMs: config.settleMs > 0 ? config.settleMs : ttlMs,
+    // After a NATS outage every member reconnects on its own schedule (reconnect waits, DNS of a
+    // restarted server): in the container drill the last backend beat again 1.1-1.5 s after the first,
+    // as long as a 1.5 s ttl, and one was once dropped from its list for it. Four ttls cover that.
+    resumeSettleMs: Math.max(config.settleMs > 0 ? config.settleMs : ttlMs, 4 * ttlMs),
   };
 }

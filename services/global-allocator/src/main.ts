@@ -22,7 +22,7 @@ const DEFAULT_SERVICE_TIME_MS = 100;
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
   const registry = await Registry.open(nc, logger);
-  const { ttlMs, graceMs, settleMs, deafAfterMs } = timing(config);
+  const { ttlMs, graceMs, settleMs, resumeSettleMs, deafAfterMs } = timing(config);
   const signals = new SignalBook(SIGNAL_KEEP_MS);
   const planner =
     config.policy === "faro"
@@ -45,6 +45,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     ttlMs,
     graceMs,
     settleMs,
+    resumeSettleMs,
     deafAfterMs,
     memberForgetMs: config.memberForgetMs,
     specDefaults: {
