@@ -82,6 +82,13 @@ export class LoadDriver {
     await Promise.all([...this.inFlight]);
   }
 
+  /** Failed requests by gRPC status code name. */
+  failureCodes(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const o of this.outcomes) if (!o.ok) out[o.code] = (out[o.code] ?? 0) + 1;
+    return out;
+  }
+
   /** sent = answered + failed, or some request was lost. */
   counts(): { sent: number; answered: number; failed: number; lost: number } {
     const answered = this.outcomes.filter((o) => o.ok).length;

@@ -97,16 +97,21 @@ async function drill(fault: string, inject: () => Promise<void>, during: () => P
   const driver = new LoadDriver(cluster.brokerClient, request, RATE, 5000).start();
   await sleep(3000);
   const faultAt = Date.now();
-  await inject();
-  const converged = await during();
-  // Keep the load on until compliance holds for a few full windows after everything is restored.
-  await sleep(8000);
-  await driver.stop();
+  let converged: string;
+  try {
+    await inject();
+    converged = await during();
+    // Keep the load on until compliance holds for a few full windows after everything is restored.
+    await sleep(8000);
+  } finally {
+    // A drill that fails must not leave its load running into the next one.
+    await driver.stop();
+  }
   const c = driver.counts();
   const recoveredAt = driver.recoveredAt(faultAt, RT_MAX_MS, 0.99, 40);
   const row: Row = { fault, ...c, recoveryMs: recoveredAt === undefined ? undefined : Math.max(0, recoveredAt - faultAt), converged };
   rows.push(row);
-  console.log(`drill "${fault}": ${JSON.stringify(row)}`);
+  console.log(`drill "${fault}": ${JSON.stringify(row)}; failures by code ${JSON.stringify(driver.failureCodes())}`);
   expect(row.lost).toBe(0);
   expect(row.answered + row.failed).toBe(row.sent);
   expect(row.recoveryMs, "SLA compliance recovered").toBeDefined();
