@@ -260,7 +260,7 @@ export class SwayamCluster implements ClusterModel {
         this.sim.schedule(this.sim.now + (this.sim.requests.service[a] as number), DONE, a);
         return;
       case RELEASE:
-        this.releaseHold(a);
+        this.freeSlot(a);
         return;
       case PARK_REFUSED:
         this.parkRefused(a, b);
@@ -314,11 +314,7 @@ export class SwayamCluster implements ClusterModel {
     }
     const arrived = r.arrival[req] as number;
     const attempts = r.attempts[req] as number;
-    if (
-      (gapMs > 0 && at - arrived >= sim.config.dropAfterMs) ||
-      (sim.config.swayam.prune === true &&
-        isPastSaving(at, arrived, this.pruneServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, attempts))
-    ) {
+    if ((gapMs > 0 && at - arrived >= sim.config.dropAfterMs) || this.pruned(req, at, attempts)) {
       sim.drop(req);
       return;
     }
@@ -347,13 +343,8 @@ export class SwayamCluster implements ClusterModel {
     const sim = this.sim;
     const r = sim.requests;
     const b = r.backend[req] as number;
-    const be = this.backends[b] as BackendState;
-    if (be.release(sim.now)) this.wentCold(b);
-    else {
-      this.serveParked(b);
-      this.ensureIdleCheck(b);
-    }
-    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, be.frontendsSeen(sim.now));
+    this.freeSlot(b);
+    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendState).frontendsSeen(sim.now));
   }
 
   private reply(req: number, frontendsSeen: number): void {
@@ -397,9 +388,7 @@ export class SwayamCluster implements ClusterModel {
     const f = r.frontend[req] as number;
     const arrived = r.arrival[req] as number;
     const rtMaxMs = (this.slas[j] as ServiceSla).rtMaxMs;
-    const expected = this.pruneServiceMs[j] as number;
-    const prune = sim.config.swayam.prune === true;
-    if (sim.now - arrived >= sim.config.dropAfterMs || (prune && isPastSaving(sim.now, arrived, expected, rtMaxMs, 1))) {
+    if (sim.now - arrived >= sim.config.dropAfterMs || this.pruned(req, sim.now, 1)) {
       sim.drop(req);
       return;
     }
@@ -415,7 +404,9 @@ export class SwayamCluster implements ClusterModel {
     for (const idx of prefix) sim.schedule(sim.now + sim.config.hopMs, PARK, req, packPark(epoch, list[idx] as number));
     // With pruning the round ends when the request can no longer make it, so that it is dropped then.
     let windowMs = (sim.config.swayam.park as { windowMs: number }).windowMs;
-    if (prune) windowMs = Math.min(windowMs, Math.max(0, arrived + rtMaxMs - expected - sim.now));
+    if (sim.config.swayam.prune === true) {
+      windowMs = Math.min(windowMs, Math.max(0, arrived + rtMaxMs - (this.pruneServiceMs[j] as number) - sim.now));
+    }
     windowMs = Math.min(windowMs, Math.max(0, arrived + sim.config.dropAfterMs - sim.now));
     sim.schedule(sim.now + windowMs, PARK_TIMEOUT, req, epoch);
   }
@@ -469,11 +460,7 @@ export class SwayamCluster implements ClusterModel {
     const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
     scaler.observeReply(this.backendIds[b] as string, (this.backends[b] as BackendState).frontendsSeen(sim.now), undefined, sim.now);
     r.epoch[req] = epoch + 1;
-    const arrived = r.arrival[req] as number;
-    if (
-      sim.config.swayam.prune === true &&
-      isPastSaving(sim.now, arrived, this.pruneServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, 1)
-    ) {
+    if (this.pruned(req, sim.now, 1)) {
       sim.schedule(sim.now + sim.config.hopMs, RELEASE, b);
       sim.drop(req);
       return;
@@ -483,9 +470,17 @@ export class SwayamCluster implements ClusterModel {
     sim.schedule(sim.now + sim.config.hopMs, CLAIM, req);
   }
 
-  private releaseHold(b: number): void {
-    const be = this.backends[b] as BackendState;
-    if (be.release(this.sim.now)) {
+  /** Swayam's pruning, when on: the request, refused `attempts` times, can no longer finish within RT_max from `at`. */
+  private pruned(req: number, at: number, attempts: number): boolean {
+    if (this.sim.config.swayam.prune !== true) return false;
+    const r = this.sim.requests;
+    const j = r.job[req] as number;
+    return isPastSaving(at, r.arrival[req] as number, this.pruneServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, attempts);
+  }
+
+  /** A slot frees (its request is done, or a held slot comes back): it goes to the oldest parked request, if any. */
+  private freeSlot(b: number): void {
+    if ((this.backends[b] as BackendState).release(this.sim.now)) {
       this.wentCold(b);
       return;
     }

@@ -88,11 +88,6 @@ export class Worker {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Park calls waiting here (live or not yet discarded). */
-  get parked(): number {
-    return this.lot.size;
-  }
-
   activeSeconds(): number {
     const now = this.now();
     this.meter.observe(this.id, this.machine.state, now);

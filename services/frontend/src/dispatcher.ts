@@ -119,7 +119,7 @@ export class Dispatcher {
         const slot = held;
         held = undefined;
         if (prune && isPastSaving(Date.now(), prune.arrivedAt, prune.expectedServiceMs, prune.rtMaxMs, 1)) {
-          this.releaseSlot(slot);
+          this.release(slot, { holdId: slot.holdId });
           throw new GrpcStatusError(
             grpc.status.DEADLINE_EXCEEDED,
             `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
@@ -268,7 +268,7 @@ export class Dispatcher {
         // arrives and is released.
         for (const index of prefix) {
           const ref = list[index];
-          if (ref && ref.backendId !== winner?.backendId && !answered.has(ref.backendId)) this.withdrawPark(ref, parkId);
+          if (ref && ref.backendId !== winner?.backendId && !answered.has(ref.backendId)) this.release(ref, { parkId });
         }
         resolve(winner);
       };
@@ -292,7 +292,7 @@ export class Dispatcher {
               if (reply.status === backend.ParkStatus.PARK_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
               if (reply.status === backend.ParkStatus.PARK_STATUS_HELD && reply.holdId) {
                 const slot = { backendId: ref.backendId, address: ref.address, holdId: reply.holdId };
-                if (settled) this.releaseSlot(slot);
+                if (settled) this.release(slot, { holdId: slot.holdId });
                 else {
                   winner = slot;
                   finish();
@@ -312,16 +312,10 @@ export class Dispatcher {
     });
   }
 
-  /** Gives a held slot back; if this fails, the backend gives it back itself when the hold expires. */
-  private releaseSlot(slot: HeldSlot): void {
-    this.release(slot, { holdId: slot.holdId });
-  }
-
-  /** Ends a request's park at a backend, and gives back any slot the backend held for it meanwhile. */
-  private withdrawPark(ref: { backendId: string; address: string }, parkId: string): void {
-    this.release(ref, { parkId });
-  }
-
+  /**
+   * Gives a held slot back ({ holdId }), or withdraws a request's park and any slot held for it meanwhile
+   * ({ parkId }). If this fails, the backend gives the slot back itself when the hold expires.
+   */
   private release(ref: { backendId: string; address: string }, what: backend.ReleaseRequest.$Properties): void {
     unaryCall(this.clients.get(ref.address), BackendServiceDefinition.Release, what, { deadline: Date.now() + 1000 }).catch(
       (err: unknown) => this.logger.debug({ err, backend: ref.backendId }, "release at a backend failed (its hold expires)"),

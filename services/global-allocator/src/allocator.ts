@@ -19,7 +19,7 @@ export interface AllocatorOptions {
    */
   deafAfterMs: number;
   /** After a deaf spell: how long members get to beat again before any list changes (at least settleMs). */
-  resumeSettleMs?: number;
+  resumeSettleMs: number;
   memberForgetMs: number;
   specDefaults: SpecDefaults;
   objective: string;
@@ -178,7 +178,7 @@ export class Allocator {
   private heard(now: number): void {
     if (this.deaf) {
       this.deaf = false;
-      const settleMs = Math.max(this.options.settleMs, this.options.resumeSettleMs ?? 0);
+      const settleMs = this.options.resumeSettleMs;
       this.settleUntil = Math.max(this.settleUntil, now + settleMs);
       this.logger.info({ silentMs: now - this.lastHeard, settleMs }, "heartbeats are back; settling before any list change");
     }

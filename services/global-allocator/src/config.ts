@@ -62,16 +62,17 @@ export function timing(config: AllocatorConfig & { heartbeatMs: number }): {
   deafAfterMs: number;
 } {
   const ttlMs = config.backendTtlMs > 0 ? config.backendTtlMs : 3 * config.heartbeatMs;
+  const settleMs = config.settleMs > 0 ? config.settleMs : ttlMs;
   return {
     // Two of the allocator's own heartbeat periods, capped below the ttl so deafness is noticed
     // before the silence could be read as backends leaving.
     deafAfterMs: Math.min(2 * config.heartbeatMs, 0.75 * ttlMs),
     ttlMs,
     graceMs: config.assignmentGraceMs > 0 ? config.assignmentGraceMs : ttlMs,
-    settleMs: config.settleMs > 0 ? config.settleMs : ttlMs,
+    settleMs,
     // After a NATS outage every member reconnects on its own schedule (reconnect waits, DNS of a
     // restarted server): in the container drill the last backend beat again 1.1-1.5 s after the first,
     // as long as a 1.5 s ttl, and one was once dropped from its list for it. Four ttls cover that.
-    resumeSettleMs: Math.max(config.settleMs > 0 ? config.settleMs : ttlMs, 4 * ttlMs),
+    resumeSettleMs: Math.max(settleMs, 4 * ttlMs),
   };
 }
