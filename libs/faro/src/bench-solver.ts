@@ -182,6 +182,7 @@ function runOthers(): void {
       { kind: "fairSum" },
       { kind: "penaltySum" },
       { kind: "penaltyFairSum" },
+      { kind: "attainment" },
     ] as ObjectiveSpec[]) {
       cases.push({
         name: objective.kind,

@@ -7,7 +7,15 @@
  * Everything the solvers need is this table of f over c, computed once per job per period.
  */
 
-import { erlangCFromB, type LatencyModelKind, mmcWaitPercentileFromC, RHO_MAX, relaxedMdcLatency, upperBoundLatency } from "./latency.js";
+import {
+  erlangCFromB,
+  type LatencyModelKind,
+  mmcWaitPercentileFromC,
+  onTimeFractionFromB,
+  RHO_MAX,
+  relaxedMdcLatency,
+  upperBoundLatency,
+} from "./latency.js";
 import { dropRateCandidates, type PenaltyKind, penaltyMultiplier, type UtilityKind, utilityOf } from "./utility.js";
 
 export interface Slo {
@@ -48,6 +56,11 @@ export interface CurveContext {
   coldStartSeconds?: number;
   /** Set for PenaltySum / PenaltyFairSum: the curve then maximises over the drop rate. */
   penalty?: PenaltyKind;
+  /**
+   * Set for the attainment objective: f(c) is the share of the window's planned requests served within
+   * the SLO (onTimeFraction per step, weighted by the step's rate) instead of a latency utility.
+   */
+  attainment?: boolean;
   rhoMax?: number;
 }
 
@@ -142,6 +155,10 @@ export function buildCurve(job: JobSpec, ctx: CurveContext, hiCap: number): JobC
   const uk: UtilityKind = job.utility ?? { kind: "relaxed", alpha: 1 };
   const model = job.latencyModel ?? "mdc";
   const rhoMax = ctx.rhoMax ?? RHO_MAX;
+  const attainment = ctx.attainment === true;
+  const meanRate = job.rates.reduce((x, r) => x + r, 0) / steps;
+  // Attainment counts requests, so a busy step weighs more; latency utilities weigh every step alike.
+  const stepWeight = job.rates.map((r) => (attainment && meanRate > 0 ? r / meanRate : 1));
   const tracks: Track[][] = drops.map((d) => job.rates.map((r) => ({ lambda: r * (1 - d), a: r * (1 - d) * p, b: 1, warmUtility: 0 })));
 
   const tail = 1 - k / 100;
@@ -158,6 +175,12 @@ export function buildCurve(job: JobSpec, ctx: CurveContext, hiCap: number): JobC
     } else if (c === 0) {
       atFloor = false;
       return 0;
+    } else if (attainment) {
+      // A job the latency model says meets its SLO is done (as with the latency utilities), so the
+      // replicas beyond go to the pool; short of that it is credited with the share it serves in time.
+      const met = t.a <= rhoMax * c && mmcWaitPercentileFromC(k, p, t.lambda, c, erlangCFromB(c, t.a, t.b)) / 2 + p <= sloTol;
+      atFloor = met;
+      return met ? 1 : onTimeFractionFromB(p, s, c, t.a, t.b);
     } else if (model === "upperBound") {
       l = Math.max(p, (p * t.lambda) / c);
       atFloor = t.lambda <= c;
@@ -191,7 +214,7 @@ export function buildCurve(job: JobSpec, ctx: CurveContext, hiCap: number): JobC
         if (c === warm) t.warmUtility = u;
         const cw = coldW[i]!;
         // Before the cold start ends only min(c, warm) replicas serve: removals are immediate.
-        sum += c > warm && cw > 0 ? cw * t.warmUtility + (1 - cw) * u : u;
+        sum += stepWeight[i]! * (c > warm && cw > 0 ? cw * t.warmUtility + (1 - cw) * u : u);
       }
       const v = (mult[di]! * sum) / steps;
       if (v > best + 1e-15) {

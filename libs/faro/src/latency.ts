@@ -103,6 +103,38 @@ export function upperBoundLatency(p: number, lambda: number, c: number, windowSe
   return Math.max(p, (p * lambda * windowSeconds) / c);
 }
 
+/**
+ * Share of requests served within the SLO latency `target` when a request that could no longer meet it is
+ * dropped instead of queued (the frontends' pruning), for M/D/c: M/M/c/K, from Erlang B `b` = B(c, a)
+ * (a = lambda p), P(blocked) = b rho^m / (1 + b (rho + ... + rho^m)) with rho = a / c and the queue cut
+ * at m = floor(2 c (target - p) / p): the waits that still fit, doubled because M/D/c waits about half
+ * as long as M/M/c (the same approximation as mdcLatency). At overload it tends to the fluid c / a.
+ */
+export function onTimeFractionFromB(p: number, target: number, c: number, a: number, b: number): number {
+  if (a <= 0) return 1;
+  if (c === 0 || target < p) return 0;
+  const m = Math.floor((2 * c * (target - p)) / p + 1e-9);
+  const rho = a / c;
+  let blocked: number;
+  if (m === 0) blocked = b;
+  else if (Math.abs(rho - 1) < 1e-12) blocked = b / (1 + b * m);
+  else if (rho < 1) {
+    const rm = rho ** m;
+    blocked = (b * rm) / (1 + (b * rho * (1 - rm)) / (1 - rho));
+  } else {
+    // Divided through by rho^m so nothing overflows for large m.
+    const inv = rho ** -m;
+    blocked = b / (inv + (b * rho * (1 - inv)) / (rho - 1));
+  }
+  return Math.min(1, Math.max(0, 1 - blocked));
+}
+
+/** onTimeFractionFromB for arrival rate `lambda` (requests/s) on c servers of service time p (s). */
+export function onTimeFraction(p: number, lambda: number, c: number, target: number): number {
+  checkArgs(50, p, lambda, c);
+  return onTimeFractionFromB(p, target, c, lambda * p, erlangB(c, lambda * p));
+}
+
 export type LatencyModelKind = "mdc" | "upperBound";
 
 /** The smallest replica count whose estimated k-th percentile latency is within the target. */

@@ -1,6 +1,7 @@
 /**
  * Cluster objective functions (Faro, Sec. 3.2): Faro-Sum, Faro-Fair, Faro-FairSum,
- * Faro-PenaltySum, Faro-PenaltyFairSum, evaluated on the per-job (effective) utilities.
+ * Faro-PenaltySum, Faro-PenaltyFairSum, evaluated on the per-job (effective) utilities; and Attainment,
+ * this project's: the requests served within their SLO, the quantity a cluster's violation rate counts.
  *
  * Faro-Fair is written in the paper as "minimise max U - min U"; taken literally every job at
  * utility 0 is optimal, which is not what the paper measures ("rich jobs pull poorer jobs
@@ -17,7 +18,13 @@ export type ObjectiveSpec =
   | { kind: "fairSum"; gamma?: number }
   /** penalty defaults to "relaxed" (the plateau-free piecewise-linear multiplier). */
   | { kind: "penaltySum"; penalty?: PenaltyKind }
-  | { kind: "penaltyFairSum"; gamma?: number; penalty?: PenaltyKind };
+  | { kind: "penaltyFairSum"; gamma?: number; penalty?: PenaltyKind }
+  /**
+   * The requests served within their SLO, cluster-wide: each job's utility is the share of its planned
+   * requests served in time (late ones dropped, see onTimeFraction) and its weight its planned rate, so the
+   * objective is requests/s in time: what a cluster's SLO violation rate counts.
+   */
+  | { kind: "attainment" };
 
 export function objectivePenalty(o: ObjectiveSpec): PenaltyKind | undefined {
   return o.kind === "penaltySum" || o.kind === "penaltyFairSum" ? (o.penalty ?? "relaxed") : undefined;
@@ -50,6 +57,7 @@ export function clusterObjective(o: ObjectiveSpec, utilities: readonly number[],
   switch (o.kind) {
     case "sum":
     case "penaltySum":
+    case "attainment":
       return weightedSum(utilities, priorities);
     case "fair":
       return min;

@@ -1,6 +1,7 @@
 import { type Random, seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
 import { curveValue, type JobSpec, plannedStepUtilities } from "./curves.js";
+import { mdcLatency, onTimeFraction } from "./latency.js";
 import { clusterObjective, type ObjectiveSpec } from "./objectives.js";
 import { type AllocationProblem, prepare, shrink, solveAllocation } from "./solver.js";
 
@@ -113,6 +114,41 @@ function bruteForce(problem: AllocationProblem): { best: number; bestSum: number
   return { best, bestSum };
 }
 
+describe("attainment: requests/s served within the SLO", () => {
+  // ResNet-34 at Faro's SLO: a busy job (40 req/s, 6.6 backends of work) and a light one (1 req/s).
+  const job = (id: string, lambda: number): JobSpec => ({
+    id,
+    processingTime: 0.166,
+    slo: { latency: 0.72, percentile: 99 },
+    rates: [lambda],
+  });
+  const jobs = [job("busy", 40), job("light", 1)];
+  // Computed from the latency functions, not the solver's tables: 1 where the M/D/c p99 meets the SLO.
+  const inTime = (lambda: number, c: number) =>
+    lambda * (mdcLatency(99, 0.166, lambda, c) <= 0.72 ? 1 : onTimeFraction(0.166, lambda, c, 0.72));
+  it("the objective is the requests/s in time, and every backend the light job does not need goes to the busy one", () => {
+    for (const capacity of [2, 4, 6]) {
+      const r = solveAllocation({ jobs, capacity: { backends: capacity }, objective: { kind: "attainment" } });
+      let best = { v: -1, c: -1 };
+      for (let c = 1; c < capacity; c++) {
+        const v = inTime(40, c) + inTime(1, capacity - c);
+        if (v > best.v) best = { v, c };
+      }
+      expect(r.replicas, `capacity ${capacity}`).toEqual([best.c, capacity - best.c]);
+      expect(r.objective).toBeCloseTo(best.v, 9);
+      // The light job meets its SLO on one backend, so the busy one gets the rest.
+      expect(r.replicas[1]).toBe(1);
+    }
+  });
+  it("with room for both, the busy job stops where it meets its SLO (the rest is left to the pool)", () => {
+    const r = solveAllocation({ jobs, capacity: { backends: 30 }, objective: { kind: "attainment" } });
+    const need = [...Array(30).keys()].find((c) => c > 0 && mdcLatency(99, 0.166, 40, c) <= 0.72);
+    expect(r.replicas).toEqual([need, 1]);
+    expect(r.utilities).toEqual([1, 1]);
+    expect(r.objective).toBeCloseTo(41, 9);
+  });
+});
+
 describe("solver vs exhaustive search on small instances", () => {
   const objectives: ObjectiveSpec[] = [
     { kind: "sum" },
@@ -120,6 +156,7 @@ describe("solver vs exhaustive search on small instances", () => {
     { kind: "fairSum" },
     { kind: "penaltySum", penalty: "step" },
     { kind: "penaltyFairSum", penalty: "relaxed" },
+    { kind: "attainment" },
   ];
   for (const objective of objectives) {
     it(`${objective.kind}: same optimum on 60 random instances (3-5 jobs, capacity <= 12)`, () => {

@@ -92,6 +92,7 @@ export function curveContext(problem: AllocationProblem): CurveContext {
   };
   const pen = objectivePenalty(problem.objective);
   if (pen !== undefined) ctx.penalty = pen;
+  if (problem.objective.kind === "attainment") ctx.attainment = true;
   if (problem.rhoMax !== undefined) ctx.rhoMax = problem.rhoMax;
   return ctx;
 }
@@ -140,7 +141,9 @@ export function prepare(problem: AllocationProblem): Prepared {
     }
     if (!implied) active.push(constraints[a]!);
   }
-  return { jobs, curves, priorities: jobs.map((j) => j.priority ?? 1), constraints, active };
+  // Attainment weighs each job's share served in time by its planned rate: requests/s in time.
+  const rateWeight = (j: JobSpec) => (problem.objective.kind === "attainment" ? j.rates.reduce((x, r) => x + r, 0) / j.rates.length : 1);
+  return { jobs, curves, priorities: jobs.map((j) => (j.priority ?? 1) * rateWeight(j)), constraints, active };
 }
 
 /** The most replicas job j can hold with every other job at its minimum. */
@@ -459,7 +462,7 @@ export function solveAllocation(problem: AllocationProblem, opts: SolveOptions =
   const hi = prep.curves.map((c) => c.hi);
   const o = problem.objective;
 
-  if (o.kind === "sum" || o.kind === "penaltySum") {
+  if (o.kind === "sum" || o.kind === "penaltySum" || o.kind === "attainment") {
     const r = solveSum(prep, lo, hi, opts, deadline)!;
     const reps = shrink(prep.curves, r.replicas);
     return describe(problem, prep, reps, r.upperBound, { method: r.method, coreJobs: r.coreJobs, subproblems: 1 });

@@ -55,6 +55,12 @@ export interface Experiment {
    * baselines never lack).
    */
   capacity: number | { peakSized: number };
+  /**
+   * Every policy starts with one warm backend per job, even those whose allocation is fixed (fixed-peak,
+   * FairShare), which then cold-start the rest at time 0 like an autoscaler would (Faro's evaluation: every
+   * job starts at 1 replica). Otherwise a fixed allocation starts warm at its size.
+   */
+  startAtOnePerJob?: boolean;
   cluster: {
     frontends: number;
     autoscaleMs: number;
@@ -148,6 +154,7 @@ function faroSetting(capacity: number, label: string): Experiment {
     slMin: 0.99,
     burstFactor: 2,
     capacity,
+    startAtOnePerJob: true,
     cluster: PAPER_CLUSTER,
     swayam: { listLengths: "peak-sized", minWarm: 1, bootstrap: 1 },
     policies: CONSTRAINED_POLICIES,

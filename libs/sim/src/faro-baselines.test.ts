@@ -19,7 +19,7 @@ const RATES = [20, 2];
 const CAPACITY = 12;
 const FARO_POLICIES = ["fairshare", "oneshot", "aiad", "mark", "faro-published"] as const satisfies readonly PolicyName[];
 
-function config(policy: PolicyName, durationMs: number, seed = 1): SimConfig {
+function config(policy: PolicyName, durationMs: number, seed = 1, startAtOnePerJob = false): SimConfig {
   const jobs = resnetJobs(["hot", "cool"]);
   return {
     jobs,
@@ -31,14 +31,14 @@ function config(policy: PolicyName, durationMs: number, seed = 1): SimConfig {
     dropAfterMs: 10_000,
     binMs: 60_000,
     seed,
-    policy: buildPolicy(policy, { jobs, peakRatePerSec: RATES, capacity: CAPACITY, fixedDelayMs: 2 }),
+    policy: buildPolicy(policy, { jobs, peakRatePerSec: RATES, capacity: CAPACITY, fixedDelayMs: 2, startAtOnePerJob }),
     swayam: paperSwayam(2),
   };
 }
 
 /** Runs a policy for durationMs; the targets are the controller's after its last tick (ticks run before durationMs). */
-function run(policy: PolicyName, durationMs: number, seed = 1) {
-  const sim = new Simulation(config(policy, durationMs, seed), poissonArrivals(RATES, durationMs, seed));
+function run(policy: PolicyName, durationMs: number, seed = 1, startAtOnePerJob = false) {
+  const sim = new Simulation(config(policy, durationMs, seed, startAtOnePerJob), poissonArrivals(RATES, durationMs, seed));
   const model = new BalancedCluster(sim);
   sim.attach(model);
   sim.run();
@@ -51,6 +51,20 @@ describe("Faro's baselines on a controlled input", () => {
     expect(r.targets).toEqual([6, 6]);
     expect(r.hot.backendSeconds + r.cool.backendSeconds).toBeCloseTo(CAPACITY * 600, 6);
     expect(r.hot.coldStarts + r.cool.coldStarts).toBe(0);
+  });
+
+  it("started at one backend per job (Faro's setting), FairShare and fixed-peak cold-start the rest at time 0", () => {
+    for (const policy of ["fairshare", "fixed-peak"] as const) {
+      const warm = run(policy, 120_000);
+      const one = run(policy, 120_000, 1, true);
+      // Same allocation once started; what differs is how it starts.
+      expect(one.targets, policy).toEqual(warm.targets);
+      expect(warm.hot.coldStarts + warm.cool.coldStarts, policy).toBe(0);
+      const added = warm.targets.reduce((a, b) => a + b, 0) - 2;
+      expect(one.hot.coldStarts + one.cool.coldStarts, policy).toBe(added);
+      // The hot job runs on 1 backend (rho 3.3) for the first 10 s, so it misses its SLO more.
+      expect(one.hot.violations, policy).toBeGreaterThan(warm.hot.violations);
+    }
   });
 
   it("AIAD adds one replica to the overloaded job after 30 s (3 ticks) of overload, and keeps climbing", () => {

@@ -60,6 +60,8 @@ export interface PolicyContext {
    * Swayam's frontends scale within. Without it one overloaded job's autoscaler can take the whole cluster.
    */
   maxReplicas?: readonly number[];
+  /** Fixed allocations start at one warm backend per job too (Experiment.startAtOnePerJob). */
+  startAtOnePerJob?: boolean;
 }
 
 export function meanServiceMs(s: ServiceTimeSpec): number {
@@ -189,11 +191,12 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
         policies: sizes.map((n) => erase(fixedPolicy(n))),
         // A central queue: the assumption the M/M/c sizing makes.
         routing: { kind: "first-available" },
-        initialReplicas: sizes,
+        initialReplicas: ctx.startAtOnePerJob === true ? ones : sizes,
       };
     }
     // Faro's baselines (Faro, section 6). Each job starts at 1 replica (Faro's evaluation), FairShare at its
-    // share; the per-job ones are capped at the job's share of the cluster like every autoscaler here.
+    // share unless the experiment starts everyone at 1 (startAtOnePerJob); the per-job ones are capped at the
+    // job's share of the cluster like every autoscaler here.
     case "fairshare": {
       const share = fairShareReplicas(ctx.capacity, J);
       return {
@@ -201,7 +204,7 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
         name,
         policies: ctx.jobs.map(() => erase(fairSharePolicy(ctx.capacity, J))),
         routing: FARO_ROUTING,
-        initialReplicas: new Array<number>(J).fill(share),
+        initialReplicas: ctx.startAtOnePerJob === true ? ones : new Array<number>(J).fill(share),
       };
     }
     case "oneshot":

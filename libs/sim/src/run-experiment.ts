@@ -77,6 +77,7 @@ export async function prepareExperiment(experiment: Experiment, tracesDir = defa
     policyContext: {
       ...unbounded,
       capacity,
+      ...(experiment.startAtOnePerJob === true ? { startAtOnePerJob: true } : {}),
       maxReplicas: listLengths.map((n) => (n > 0 ? n : Math.floor(capacity / Math.max(1, jobs.length)))),
     },
     listLengths,
