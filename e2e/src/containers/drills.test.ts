@@ -77,9 +77,17 @@ async function poolIds(): Promise<string[]> {
 /** Waits until every named live frontend reports n_F = expected in a report made after `since`. */
 async function frontendsAgree(live: string[], expected: number, since: number, timeoutMs: number): Promise<number> {
   const t0 = Date.now();
+  // A failure says whether each frontend got traffic, and what the broker and the frontends warned of.
+  const warnings = (name: string) =>
+    cluster
+      .node(name)
+      .logs.filter((l) => /"level":(40|50|60)/.test(l) || /joined the rotation|draining/.test(l))
+      .slice(-8)
+      .join("\n");
   await waitUntil(
     () =>
-      `frontends ${live.join(",")} to count ${expected} (last reports: ${JSON.stringify(Object.fromEntries(watch.estimates(SERVICE, live, 0)))})`,
+      `frontends ${live.join(",")} to count ${expected} (last reports: ${watch.describe(SERVICE, live)})\n` +
+      ["broker", ...live].map((n) => `--- ${n} warnings:\n${warnings(n)}`).join("\n"),
     () => {
       const est = watch.estimates(SERVICE, live, since);
       return est.size === live.length && [...est.values()].every((n) => n === expected);

@@ -28,6 +28,18 @@ export class LoadWatch {
     return out;
   }
 
+  /** What each named frontend last reported for `service` (for a failed check's message). */
+  describe(service: string, frontendIds: readonly string[]): string {
+    return frontendIds
+      .map((id) => {
+        const r = this.reports.get(`${service}/${id}`);
+        if (!r) return `${id}: no report`;
+        const ageMs = Date.now() - Number(r.windowEndUnixMs);
+        return `${id}: n_F ${r.frontendsEstimate}, n ${r.backendsInUse}, arrivals ${r.arrivals}, completed ${r.completed}, failed ${r.failed} (${ageMs} ms ago)`;
+      })
+      .join("; ");
+  }
+
   async close(): Promise<void> {
     await this.nc.close();
   }
