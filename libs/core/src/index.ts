@@ -1,3 +1,4 @@
 export * from "./clock.js";
 export * from "./distributions.js";
+export * from "./min-heap.js";
 export * from "./random.js";

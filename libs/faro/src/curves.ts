@@ -175,12 +175,6 @@ export function buildCurve(job: JobSpec, ctx: CurveContext, hiCap: number): JobC
     } else if (c === 0) {
       atFloor = false;
       return 0;
-    } else if (attainment) {
-      // A job the latency model says meets its SLO is done (as with the latency utilities), so the
-      // replicas beyond go to the pool; short of that it is credited with the share it serves in time.
-      const met = t.a <= rhoMax * c && mmcWaitPercentileFromC(k, p, t.lambda, c, erlangCFromB(c, t.a, t.b)) / 2 + p <= sloTol;
-      atFloor = met;
-      return met ? 1 : onTimeFractionFromB(p, s, c, t.a, t.b);
     } else if (model === "upperBound") {
       l = Math.max(p, (p * t.lambda) / c);
       atFloor = t.lambda <= c;
@@ -193,6 +187,9 @@ export function buildCurve(job: JobSpec, ctx: CurveContext, hiCap: number): JobC
       atFloor = C <= tail;
     }
     if (l <= sloTol) return 1;
+    // Attainment credits a job short of its SLO with the share it serves in time (late requests dropped);
+    // one that meets it is done, as with the latency utilities, so the replicas beyond go to the pool.
+    if (attainment) return onTimeFractionFromB(p, s, c, t.a, t.b);
     return isStep ? 0 : (s / l) ** alpha;
   };
 

@@ -13,7 +13,7 @@
  * continuous objective evaluates each unit's integer utility table with linear interpolation.
  */
 
-import { type Random, randomInt } from "@infergrid/core";
+import { MinHeap, type Random, randomInt } from "@infergrid/core";
 import { buildCurve, curveValue, type JobCurve, type JobSpec } from "./curves.js";
 import { clusterObjective, type ObjectiveSpec } from "./objectives.js";
 import { type Allocation, type AllocationProblem, curveContext, describe, maxFit, prepare } from "./solver.js";
@@ -178,10 +178,10 @@ export function solveFaroPublished(problem: AllocationProblem, opts: PublishedOp
   // Remove replicas greedily (least utility lost first) until every resource fits.
   const used = cons.map((c) => reps.reduce((s, v, j) => s + v * c.w[j]!, 0));
   const loss = (j: number) => prep.priorities[j]! * (curveValue(prep.curves[j]!, reps[j]!) - curveValue(prep.curves[j]!, reps[j]! - 1));
-  const heap = new MinHeap();
+  const heap = new MinHeap<number>();
   for (let j = 0; j < n; j++) if (reps[j]! > prep.curves[j]!.lo) heap.push(loss(j), j);
   while (cons.some((c, r) => used[r]! > c.cap + 1e-9) && heap.size > 0) {
-    const j = heap.pop();
+    const j = heap.pop() as number;
     reps[j] = reps[j]! - 1;
     cons.forEach((c, r) => {
       used[r] = used[r]! - c.w[j]!;
@@ -255,51 +255,4 @@ function groupUnit(
   };
   const curve = buildCurve(pseudo, ctx, Math.max(lo, hi));
   return { members, curve, priority: members.reduce((s, j) => s + prep.priorities[j]!, 0), w, lo, hi: Math.max(lo, hi) };
-}
-
-/** Binary min-heap of (key, job). */
-class MinHeap {
-  private keys: number[] = [];
-  private vals: number[] = [];
-  get size(): number {
-    return this.keys.length;
-  }
-  push(k: number, v: number): void {
-    const keys = this.keys;
-    const vals = this.vals;
-    keys.push(k);
-    vals.push(v);
-    let i = keys.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (keys[p]! <= keys[i]!) break;
-      [keys[p], keys[i]] = [keys[i]!, keys[p]!];
-      [vals[p], vals[i]] = [vals[i]!, vals[p]!];
-      i = p;
-    }
-  }
-  pop(): number {
-    const keys = this.keys;
-    const vals = this.vals;
-    const top = vals[0]!;
-    const lk = keys.pop()!;
-    const lv = vals.pop()!;
-    if (keys.length > 0) {
-      keys[0] = lk;
-      vals[0] = lv;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < keys.length && keys[l]! < keys[m]!) m = l;
-        if (r < keys.length && keys[r]! < keys[m]!) m = r;
-        if (m === i) break;
-        [keys[m], keys[i]] = [keys[i]!, keys[m]!];
-        [vals[m], vals[i]] = [vals[i]!, vals[m]!];
-        i = m;
-      }
-    }
-    return top;
-  }
 }

@@ -1,3 +1,5 @@
+import { MinHeap } from "@infergrid/core";
+
 /**
  * Late binding for single-request backends: the requests waiting for a backend of this service, oldest first.
  *
@@ -29,75 +31,33 @@ export interface Parked<T> {
 }
 
 export class ParkingLot<T> {
-  private readonly heap: Parked<T>[] = [];
+  private readonly heap = new MinHeap<T>();
 
   get size(): number {
-    return this.heap.length;
+    return this.heap.size;
   }
 
   park(item: T, arrivedAt: number): void {
-    const heap = this.heap;
-    heap.push({ item, arrivedAt });
-    let i = heap.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.before(i, parent)) break;
-      this.swap(i, parent);
-      i = parent;
-    }
+    this.heap.push(arrivedAt, item);
   }
 
   /** The oldest parked entry that is still live; dead entries met on the way are discarded. */
   takeOldest(isLive: (item: T) => boolean): Parked<T> | undefined {
-    while (this.heap.length > 0) {
-      const top = this.popTop();
-      if (isLive(top.item)) return top;
+    for (;;) {
+      const arrivedAt = this.heap.peekKey();
+      if (arrivedAt === undefined) return undefined;
+      const item = this.heap.pop() as T;
+      if (isLive(item)) return { item, arrivedAt };
     }
-    return undefined;
   }
 
   /** Keeps only live entries (a backend going cold, or a lot grown mostly dead); returns those removed. */
   retain(isLive: (item: T) => boolean): T[] {
-    const kept: Parked<T>[] = [];
     const removed: T[] = [];
-    for (const p of this.heap) {
-      if (isLive(p.item)) kept.push(p);
-      else removed.push(p.item);
+    for (const [arrivedAt, item] of this.heap.drain()) {
+      if (isLive(item)) this.heap.push(arrivedAt, item);
+      else removed.push(item);
     }
-    this.heap.length = 0;
-    for (const p of kept) this.park(p.item, p.arrivedAt);
     return removed;
-  }
-
-  private popTop(): Parked<T> {
-    const heap = this.heap;
-    const top = heap[0] as Parked<T>;
-    const last = heap.pop() as Parked<T>;
-    if (heap.length > 0) {
-      heap[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < heap.length && this.before(l, m)) m = l;
-        if (r < heap.length && this.before(r, m)) m = r;
-        if (m === i) break;
-        this.swap(i, m);
-        i = m;
-      }
-    }
-    return top;
-  }
-
-  private before(a: number, b: number): boolean {
-    return (this.heap[a] as Parked<T>).arrivedAt < (this.heap[b] as Parked<T>).arrivedAt;
-  }
-
-  private swap(a: number, b: number): void {
-    const h = this.heap;
-    const t = h[a] as Parked<T>;
-    h[a] = h[b] as Parked<T>;
-    h[b] = t;
   }
 }
