@@ -89,6 +89,11 @@ export class LoadDriver {
     return out;
   }
 
+  /** Requests sent at or after `from` that failed or took longer than `rtMaxMs`, by send time. */
+  misses(from: number, rtMaxMs: number): Outcome[] {
+    return this.outcomes.filter((o) => o.sentAt >= from && (!o.ok || o.doneAt - o.sentAt > rtMaxMs)).sort((a, b) => a.sentAt - b.sentAt);
+  }
+
   /** sent = answered + failed, or some request was lost. */
   counts(): { sent: number; answered: number; failed: number; lost: number } {
     const answered = this.outcomes.filter((o) => o.ok).length;

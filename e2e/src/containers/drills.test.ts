@@ -119,7 +119,15 @@ async function drill(fault: string, inject: () => Promise<void>, during: () => P
   const recoveredAt = driver.recoveredAt(faultAt, RT_MAX_MS, 0.99, 40);
   const row: Row = { fault, ...c, recoveryMs: recoveredAt === undefined ? undefined : Math.max(0, recoveredAt - faultAt), converged };
   rows.push(row);
-  console.log(`drill "${fault}": ${JSON.stringify(row)}; failures by code ${JSON.stringify(driver.failureCodes())}`);
+  // The last misses say what kept compliance from holding (when, how slow, on which backend).
+  const misses = driver
+    .misses(faultAt, RT_MAX_MS)
+    .slice(-10)
+    .map((o) => `+${o.sentAt - faultAt} ms: ${o.ok ? `${o.doneAt - o.sentAt} ms on ${o.backendId}` : o.code} (${o.attempts} attempts)`);
+  console.log(
+    `drill "${fault}": ${JSON.stringify(row)}; failures by code ${JSON.stringify(driver.failureCodes())}; ` +
+      `last misses after the fault: ${misses.join(", ") || "none"}; load stopped ${Date.now() - faultAt} ms after it`,
+  );
   expect(row.lost).toBe(0);
   expect(row.answered + row.failed).toBe(row.sent);
   expect(row.recoveryMs, "SLA compliance recovered").toBeDefined();
