@@ -19,7 +19,8 @@
  * added to the latency, the frontend-backend ones are events (the backend's state is read on arrival there).
  *
  * Late binding (park): as services/frontend and services/backend-worker (libs/swayam ParkingLot). A request
- * refused busy or provisioning parks at its whole prefix for PARK_DEFAULTS.windowMs; a backend with a free
+ * refused busy or provisioning probes the rest of its prefix at once, and once every entry has refused parks
+ * at PARK_DEFAULTS.fanout entries of it (at random) for PARK_DEFAULTS.windowMs; a backend with a free
  * slot holds it for the oldest live request parked there and tells its frontend (READY, one hop); the first
  * READY of a round takes the request (CLAIM, one hop, then service), later ones are released. Simplification:
  * the services withdraw the other parks with a message (one hop); here they end the moment the request is
@@ -42,9 +43,12 @@ import {
   BackendState,
   effectivePrefix,
   FrontendScaler,
+  hasUntried,
   isPastSaving,
+  PARK_DEFAULTS,
   ParkingLot,
   PRUNE_SERVICE_QUANTILE,
+  parkTargets,
   pickBackend,
   type RefusalReason,
   ROUND_BACKOFF_DEFAULTS,
@@ -373,13 +377,17 @@ export class SwayamCluster implements ClusterModel {
     }
     excluded.add(idx);
     const reason = REASONS[code % 8];
-    if (sim.config.swayam.park !== undefined && (reason === "busy" || reason === "provisioning")) this.parkRound(req);
-    else this.dispatch(req, sim.config.swayam.retryGapMs);
+    if (sim.config.swayam.park !== undefined && (reason === "busy" || reason === "provisioning")) {
+      // Late binding once every entry of the round has refused (as Dispatcher.dispatch): an untried one is probed at once.
+      const n = this.nCache[(r.frontend[req] as number) * this.J + j] as number;
+      if (hasUntried(n, ALWAYS, excluded, (this.lists[j] as Int32Array).length)) this.dispatch(req, 0);
+      else this.parkRound(req);
+    } else this.dispatch(req, sim.config.swayam.retryGapMs);
   }
 
   /**
-   * Late binding, the frontend's side (as services/frontend's Dispatcher): the request parks at every entry of
-   * its prefix at once, for one window; the first backend to hold a slot for it gets it.
+   * Late binding, the frontend's side (as services/frontend's Dispatcher): the request parks at
+   * PARK_DEFAULTS.fanout entries of its prefix at once, for one window; the first backend to hold a slot for it gets it.
    */
   private parkRound(req: number): void {
     const sim = this.sim;
@@ -393,7 +401,11 @@ export class SwayamCluster implements ClusterModel {
       return;
     }
     const list = this.lists[j] as Int32Array;
-    const prefix = effectivePrefix(this.nCache[f * this.J + j] as number, ALWAYS, list.length);
+    const prefix = parkTargets(
+      effectivePrefix(this.nCache[f * this.J + j] as number, ALWAYS, list.length),
+      PARK_DEFAULTS.fanout,
+      sim.dispatchRandom,
+    );
     if (prefix.length === 0) {
       sim.drop(req);
       return;

@@ -1,4 +1,4 @@
-import { MinHeap } from "@infergrid/core";
+import { MinHeap, type Random, randomInt } from "@infergrid/core";
 
 /**
  * Late binding for single-request backends: the requests waiting for a backend of this service, oldest first.
@@ -22,7 +22,24 @@ export const PARK_DEFAULTS = {
    * meanwhile holds none of its parks, and its cold start is seconds, so a tenth of a second costs it little.
    */
   windowMs: 100,
+  /**
+   * Entries of the prefix a request parks at (chosen at random), not all of them: every backend that frees
+   * holds its slot for the oldest request parked with it, and with the whole prefix that is the same request
+   * everywhere, so all but one of those holds come back unused a round trip later. On real processes (three
+   * frontends, eight backends, a step to 60 req/s) parking at the whole prefix gave back two holds for every
+   * one used and stalled the service; two bounds the waste at one hold per request served.
+   */
+  fanout: 2,
 } as const;
+
+/** The entries of `prefix` a request parks at: `fanout` of them at random (all if there are no more). */
+export function parkTargets(prefix: readonly number[], fanout: number, random: Random): number[] {
+  if (prefix.length <= fanout) return prefix.slice();
+  const pool = prefix.slice();
+  const out: number[] = [];
+  for (let k = 0; k < fanout; k++) out.push(pool.splice(randomInt(random, pool.length), 1)[0] as number);
+  return out;
+}
 
 export interface Parked<T> {
   readonly item: T;

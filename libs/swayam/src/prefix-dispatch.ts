@@ -12,6 +12,33 @@ import { type Random, randomInt } from "@infergrid/core";
 
 export type UsablePredicate = (index: number) => boolean;
 
+/** The untried usable entries of the prefix, and where the prefix ends in the list. */
+function scanPrefix(
+  n: number,
+  usable: UsablePredicate,
+  excluded: ReadonlySet<number>,
+  listLength: number,
+): { candidates: number; end: number } {
+  let inPrefix = 0;
+  let candidates = 0;
+  let end = 0;
+  for (; end < listLength && inPrefix < n; end++) {
+    if (!usable(end)) continue;
+    inPrefix++;
+    if (!excluded.has(end)) candidates++;
+  }
+  return { candidates, end };
+}
+
+/**
+ * Whether an entry of the prefix is still untried this round. Late binding parks a request only when none
+ * is: a park fanned out to a prefix with free backends would hold a slot at every one of them until the
+ * extra holds are given back, refusing the requests behind it meanwhile.
+ */
+export function hasUntried(n: number, usable: UsablePredicate, excluded: ReadonlySet<number>, listLength: number): boolean {
+  return scanPrefix(n, usable, excluded, listLength).candidates > 0;
+}
+
 /**
  * A list index chosen uniformly among the first n usable entries of a list of listLength entries, minus the
  * excluded ones; undefined if none is left. Two scans and no allocation: the simulator calls this per probe.
@@ -23,14 +50,7 @@ export function pickBackend(
   random: Random,
   listLength: number,
 ): number | undefined {
-  let inPrefix = 0;
-  let candidates = 0;
-  let end = 0;
-  for (; end < listLength && inPrefix < n; end++) {
-    if (!usable(end)) continue;
-    inPrefix++;
-    if (!excluded.has(end)) candidates++;
-  }
+  const { candidates, end } = scanPrefix(n, usable, excluded, listLength);
   if (candidates === 0) return undefined;
   let chosen = randomInt(random, candidates);
   for (let i = 0; i < end; i++) {

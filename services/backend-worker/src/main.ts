@@ -27,12 +27,19 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     labelNames: ["status"],
     registers: [metrics],
   });
+  const holdsEnded = new Counter({
+    name: "infergrid_backend_holds_total",
+    help: "Slots held for parked requests, by how the hold ended (executed, released, expired)",
+    labelNames: ["how"],
+    registers: [metrics],
+  });
   const worker = new Worker(
     id,
     machine,
     config.onnxThreads,
     logger,
     {
+      onHoldEnded: (how) => holdsEnded.inc({ how }),
       onDecommissioned: (service) => {
         publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
           kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,

@@ -59,6 +59,8 @@ export interface WorkerOptions {
 export interface WorkerEvents {
   /** The backend idled T and went cold: it is back in the global pool. */
   onDecommissioned(service: string): void;
+  /** A slot held for a parked request ended: used by its Execute, given back by a Release, or expired unused. */
+  onHoldEnded(how: "executed" | "released" | "expired"): void;
 }
 
 /**
@@ -164,6 +166,7 @@ export class Worker {
     if (req.holdId) {
       // The slot was acquired when the hold was made; an unknown hold has expired and its slot moved on.
       if (!this.takeHold(req.holdId)) return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
+      this.events.onHoldEnded("executed");
     } else {
       const acquired = this.machine.tryAcquire(now, req.frontendId ?? "");
       if (!acquired.accepted)
@@ -241,6 +244,7 @@ export class Worker {
     let released = false;
     for (const id of slots) {
       if (!this.takeHold(id)) continue;
+      this.events.onHoldEnded("released");
       released = true;
       this.release();
     }
@@ -271,6 +275,7 @@ export class Worker {
     const id = randomUUID();
     const timer = setTimeout(() => {
       if (!this.holds.delete(id)) return;
+      this.events.onHoldEnded("expired");
       this.logger.debug({ holdId: id }, "held slot not used in time: given back");
       this.release();
     }, this.options.holdMs);

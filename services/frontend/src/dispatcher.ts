@@ -4,7 +4,15 @@ import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
-import { effectivePrefix, isPastSaving, ROUND_BACKOFF_DEFAULTS, roundBackoffMs } from "@infergrid/swayam";
+import {
+  effectivePrefix,
+  hasUntried,
+  isPastSaving,
+  PARK_DEFAULTS,
+  parkTargets,
+  ROUND_BACKOFF_DEFAULTS,
+  roundBackoffMs,
+} from "@infergrid/swayam";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { ServiceView } from "./service-table.js";
 
@@ -173,8 +181,11 @@ export class Dispatcher {
         outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY ||
         outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_PROVISIONING;
       if (parkable && this.options.parkWindowMs > 0) {
-        // Late binding: wait at every prefix entry at once for the first slot that frees; none in the
-        // window, and the request probes again (entries that joined the prefix meanwhile hold no park).
+        // Late binding once every entry of the round has refused (one may be free: probe it at once).
+        excluded.add(index);
+        if (hasUntried(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), excluded, list.length)) continue;
+        // Wait at every prefix entry at once for the first slot that frees; none in the window, and the
+        // request probes again (entries that joined the prefix meanwhile hold no park).
         held = await this.park(target, request, startedAt, giveUpAt, hooks, prune);
         if (held) continue;
         tried.clear();
@@ -233,8 +244,9 @@ export class Dispatcher {
   }
 
   /**
-   * One park round: a Park call to every usable entry of the prefix at once; the first slot held for the
-   * request wins, the other calls are cancelled and any other slot held meanwhile is released. Undefined when
+   * One park round: a Park call to PARK_DEFAULTS.fanout usable entries of the prefix at once (at random); the
+   * first slot held for the request wins, the other calls are withdrawn and any other slot held meanwhile is
+   * released. Undefined when
    * no slot came within the window (or the request could not wait that long).
    */
   private park(
@@ -247,7 +259,11 @@ export class Dispatcher {
   ): Promise<HeldSlot | undefined> {
     const now = Date.now();
     const list = target.entry.backends;
-    const prefix = effectivePrefix(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), list.length);
+    const prefix = parkTargets(
+      effectivePrefix(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), list.length),
+      PARK_DEFAULTS.fanout,
+      this.random,
+    );
     let waitMs = Math.min(this.options.parkWindowMs, giveUpAt - now - this.options.retryGapMs);
     if (prune) waitMs = Math.min(waitMs, prune.arrivedAt + prune.rtMaxMs - prune.expectedServiceMs - now);
     waitMs = Math.floor(waitMs);
