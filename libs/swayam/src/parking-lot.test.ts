@@ -1,5 +1,23 @@
+import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
-import { ParkingLot } from "./parking-lot.js";
+import { ParkingLot, parkTargets } from "./parking-lot.js";
+
+describe("parkTargets", () => {
+  it("picks `fanout` distinct entries of the prefix, each about equally often; all of a short prefix", () => {
+    const rnd = seededRandom(5);
+    const counts = new Map<number, number>();
+    for (let k = 0; k < 4000; k++) {
+      const t = parkTargets([3, 4, 6, 9], 2, rnd);
+      expect(t).toHaveLength(2);
+      expect(new Set(t).size).toBe(2);
+      for (const i of t) counts.set(i, (counts.get(i) ?? 0) + 1);
+    }
+    expect([...counts.keys()].sort((a, b) => a - b)).toEqual([3, 4, 6, 9]);
+    for (const c of counts.values()) expect(Math.abs(c - 2000)).toBeLessThan(150);
+    expect(parkTargets([7, 8], 2, rnd)).toEqual([7, 8]);
+    expect(parkTargets([], 2, rnd)).toEqual([]);
+  });
+});
 
 describe("ParkingLot", () => {
   it("hands out the oldest request first, whatever order they parked in", () => {

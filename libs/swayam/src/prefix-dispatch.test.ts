@@ -1,9 +1,21 @@
 import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
-import { effectivePrefix, pickBackend, replacementFor, usableRange } from "./prefix-dispatch.js";
+import { effectivePrefix, hasUntried, pickBackend, replacementFor, usableRange } from "./prefix-dispatch.js";
 
 const all = () => true;
 const none: ReadonlySet<number> = new Set();
+
+describe("hasUntried", () => {
+  it("is true while an entry of the (usable) prefix is untried, false once all have been", () => {
+    expect(hasUntried(3, all, new Set([0, 1]), 10)).toBe(true);
+    expect(hasUntried(3, all, new Set([0, 1, 2]), 10)).toBe(false);
+    // Entry 1 is unusable, so the prefix of 3 reaches index 3.
+    const usable = (i: number) => i !== 1;
+    expect(hasUntried(3, usable, new Set([0, 2]), 10)).toBe(true);
+    expect(hasUntried(3, usable, new Set([0, 2, 3]), 10)).toBe(false);
+    expect(hasUntried(3, all, none, 0)).toBe(false);
+  });
+});
 
 describe("pickBackend", () => {
   it("picks uniformly inside the first n entries", () => {
