@@ -15,7 +15,7 @@ import { type Cluster, DEMO_TIMING, missingServices, startCluster } from "./clus
 import { applyFixedPeak } from "./fixed-peak.js";
 import { LiveView } from "./live-view.js";
 import { LoadGenerator } from "./load-generator.js";
-import { BackendSecondsMeter, InUseTracker } from "./observers.js";
+import { HeartbeatBackendSeconds, InUseTracker } from "./observers.js";
 import { CommanderError, type Options, OptionsError, parseOptions } from "./options.js";
 import { liveChildren, signalAllChildren } from "./processes.js";
 import { ServiceStats } from "./stats.js";
@@ -126,7 +126,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     throw err;
   }
   const staleMs = 4 * DEMO_TIMING.heartbeatMs;
-  const meter = new BackendSecondsMeter(staleMs);
+  const meter = new HeartbeatBackendSeconds(staleMs);
   const inUse = new InUseTracker(2_500);
   let watch: ControlPlaneWatch | undefined;
   let broker: BrokerClient | undefined;

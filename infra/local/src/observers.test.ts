@@ -1,6 +1,6 @@
 import { backend } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
-import { BackendSecondsMeter, InUseTracker, occupies } from "./observers.js";
+import { HeartbeatBackendSeconds, InUseTracker, occupies } from "./observers.js";
 
 const S = backend.BackendState;
 
@@ -13,9 +13,9 @@ describe("occupies", () => {
   });
 });
 
-describe("BackendSecondsMeter", () => {
+describe("HeartbeatBackendSeconds", () => {
   it("integrates each backend's non-cold time per service, provisioning included", () => {
-    const m = new BackendSecondsMeter(60_000);
+    const m = new HeartbeatBackendSeconds(60_000);
     m.begin(0);
     m.observe("b1", "a", true, false, 0); // provisioning
     m.observe("b1", "a", true, false, 1_000); // warm
@@ -30,7 +30,7 @@ describe("BackendSecondsMeter", () => {
   });
 
   it("counts only [begin, finish]: start-up and shutdown are not billed", () => {
-    const m = new BackendSecondsMeter(60_000);
+    const m = new HeartbeatBackendSeconds(60_000);
     m.observe("b1", "a", true, false, 0);
     m.begin(2_000);
     m.observe("b1", "a", true, false, 3_000);
@@ -40,7 +40,7 @@ describe("BackendSecondsMeter", () => {
   });
 
   it("a draining beat closes the backend's interval; a silent backend is billed until it goes stale", () => {
-    const m = new BackendSecondsMeter(2_000);
+    const m = new HeartbeatBackendSeconds(2_000);
     m.begin(0);
     m.observe("b1", "a", true, false, 0);
     m.observe("b1", "a", true, true, 1_000);
@@ -51,7 +51,7 @@ describe("BackendSecondsMeter", () => {
   });
 
   it("a backend without a service is not billed to anyone", () => {
-    const m = new BackendSecondsMeter(60_000);
+    const m = new HeartbeatBackendSeconds(60_000);
     m.begin(0);
     m.observe("b1", "", true, false, 0);
     m.observe("b1", "", false, false, 5_000);

@@ -17,12 +17,17 @@ interface BackendSeen {
 }
 
 /**
- * Backend-seconds per service from backend heartbeats: a backend's last reported state holds
- * until its next report (or its draining beat), and only time inside [start, end] counts. A
- * backend that stops reporting is held for at most `staleMs` after its last beat, so a crash is
- * not billed for the rest of the run.
+ * Backend-seconds per service, observed from outside through the backends' heartbeats: a
+ * backend's last reported state holds until its next report (or its draining beat), and only time
+ * inside [start, end] counts. A backend that stops reporting is held for at most `staleMs` after
+ * its last beat, so a crash is not billed for the rest of the run.
+ *
+ * Same quantity as @infergrid/swayam's BackendSecondsMeter (non-cold time, provisioning
+ * included), which each backend worker keeps from its own phase transitions; this one is the
+ * local cluster's view: per service, from heartbeats that may stop, clipped to the measured
+ * interval.
  */
-export class BackendSecondsMeter {
+export class HeartbeatBackendSeconds {
   private readonly last = new Map<string, BackendSeen>();
   private readonly ms = new Map<string, number>();
   private start = Number.POSITIVE_INFINITY;

@@ -1,13 +1,13 @@
 import { subjects } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection, subscribeMessages } from "@infergrid/runtime";
-import { type BackendSecondsMeter, type InUseTracker, occupies } from "./observers.js";
+import { type HeartbeatBackendSeconds, type InUseTracker, occupies } from "./observers.js";
 
 /** Feeds backend heartbeats and frontend load reports from NATS into the meters. */
 export class ControlPlaneWatch {
   private constructor(private readonly nc: NatsConnection) {}
 
-  static async open(natsUrl: string, meter: BackendSecondsMeter, inUse: InUseTracker, now: () => number): Promise<ControlPlaneWatch> {
+  static async open(natsUrl: string, meter: HeartbeatBackendSeconds, inUse: InUseTracker, now: () => number): Promise<ControlPlaneWatch> {
     // Its own problems (a garbled message) are of no interest on the console.
     const logger = createLogger("local-cluster", "watch", "silent");
     const nc = await connectNats({ servers: natsUrl, name: "local-cluster-watch" }, logger);
