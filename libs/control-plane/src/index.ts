@@ -1,5 +1,5 @@
 export * from "./heartbeat.js";
 export * from "./member.js";
 export * from "./membership.js";
-export * from "./registry.js";
+export * from "./service-registry.js";
 export * from "./subjects.js";

@@ -1,4 +1,4 @@
-import { Registry } from "@infergrid/control-plane";
+import { ServiceRegistry } from "@infergrid/control-plane";
 import type { control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection } from "@infergrid/runtime";
 import type { ServiceProcess } from "./service-process.js";
@@ -12,13 +12,13 @@ export class RegistryWriter {
 
   private constructor(
     readonly nc: NatsConnection,
-    readonly registry: Registry,
+    readonly registry: ServiceRegistry,
   ) {}
 
   static async open(natsUrl: string): Promise<RegistryWriter> {
     const logger = createLogger("test", "registry-writer", "warn");
     const nc = await connectNats({ servers: natsUrl, name: "registry-writer" }, logger);
-    return new RegistryWriter(nc, await Registry.open(nc, logger));
+    return new RegistryWriter(nc, await ServiceRegistry.open(nc, logger));
   }
 
   async assign(spec: control.ServiceSpec.$Properties, backends: ServiceProcess[], minWarm = 1): Promise<void> {

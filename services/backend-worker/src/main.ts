@@ -1,4 +1,4 @@
-import { type MemberHandle, Registry, serveMember, subjects } from "@infergrid/control-plane";
+import { type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
 import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
 import { publishMessage, runService, unaryHandler } from "@infergrid/runtime";
 import { BackendState } from "@infergrid/swayam";
@@ -9,7 +9,7 @@ import { Worker } from "./worker.js";
 await runService("backend-worker", backendConfig, async (ctx) => {
   const { config, id, logger, metrics, nc } = ctx;
   let member: MemberHandle | undefined;
-  const registry = await Registry.open(nc, logger);
+  const registry = await ServiceRegistry.open(nc, logger);
   const machine = new BackendState({
     concurrency: config.concurrency,
     idleTimeoutMs: config.idleTimeoutMs,

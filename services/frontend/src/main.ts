@@ -1,4 +1,4 @@
-import { Registry, serveMember } from "@infergrid/control-plane";
+import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { InferenceServiceDefinition } from "@infergrid/proto";
 import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
@@ -14,7 +14,7 @@ import { Warmer } from "./warmer.js";
 
 await runService("frontend", frontendConfig, async (ctx) => {
   const { config, id, logger, metrics, nc } = ctx;
-  const registry = await Registry.open(nc, logger);
+  const registry = await ServiceRegistry.open(nc, logger);
   const clients = new ClientCache();
   const tracker = new BackendTracker(config.backendFailCooldownMs);
   const warmUps = new Counter({

@@ -1,4 +1,4 @@
-import type { Registry } from "@infergrid/control-plane";
+import type { ServiceRegistry } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
 
@@ -38,7 +38,7 @@ export class ServiceTable {
   private stopWatch: (() => void) | undefined;
 
   constructor(
-    private readonly registry: Registry,
+    private readonly registry: ServiceRegistry,
     private readonly logger: Logger,
     private readonly onChange: (name: string, view: ServiceView | undefined) => void,
   ) {}

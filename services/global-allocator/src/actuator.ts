@@ -1,4 +1,4 @@
-import { type Registry, subjects } from "@infergrid/control-plane";
+import { type ServiceRegistry, subjects } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { type NatsConnection, publishMessage } from "@infergrid/runtime";
 
@@ -16,7 +16,7 @@ export interface Actuator {
 
 export class RegistryActuator implements Actuator {
   constructor(
-    private readonly registry: Registry,
+    private readonly registry: ServiceRegistry,
     private readonly nc: NatsConnection,
   ) {}
 
@@ -51,7 +51,7 @@ export class RegistryActuator implements Actuator {
 
 /** The registry as a restarted allocator finds it: services with their KV revisions, and assignments. */
 export async function readRegistry(
-  registry: Registry,
+  registry: ServiceRegistry,
 ): Promise<{ services: { entry: control.ServiceEntry; revision: number }[]; assignments: control.BackendAssignment[] }> {
   const serviceNames: string[] = [];
   const backendIds: string[] = [];

@@ -1,4 +1,4 @@
-import { Registry, subjects } from "@infergrid/control-plane";
+import { ServiceRegistry, subjects } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition, backend, control } from "@infergrid/proto";
 import {
   connectNats,
@@ -36,7 +36,7 @@ class FakeBackends {
   readonly state = new Map<string, backend.BackendState>();
   constructor(
     private readonly nc: NatsConnection,
-    private readonly registry: Registry,
+    private readonly registry: ServiceRegistry,
   ) {}
 
   service(id: string): string {
@@ -107,7 +107,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
   let allocator: ServiceProcess;
   let client: grpc.Client;
   let nc: NatsConnection;
-  let registry: Registry;
+  let registry: ServiceRegistry;
   let fakes: FakeBackends;
   const events: control.PoolEvent[] = [];
   const plans: control.AllocationPlan[] = [];
@@ -140,7 +140,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     nats = await startNatsServer();
     const logger = createLogger("test", "allocator-test", "warn");
     nc = await connectNats({ servers: nats.url, name: "allocator-test" }, logger);
-    registry = await Registry.open(nc, logger);
+    registry = await ServiceRegistry.open(nc, logger);
     fakes = new FakeBackends(nc, registry);
     subscribeMessages(nc, subjects.poolEvents, control.PoolEvent, logger, (e) => {
       events.push(e);

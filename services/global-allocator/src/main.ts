@@ -1,5 +1,5 @@
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
-import { Registry, serveMember } from "@infergrid/control-plane";
+import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { RegistryActuator, readRegistry } from "./actuator.js";
@@ -21,7 +21,7 @@ const DEFAULT_SERVICE_TIME_MS = 100;
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
-  const registry = await Registry.open(nc, logger);
+  const registry = await ServiceRegistry.open(nc, logger);
   const { ttlMs, graceMs, settleMs, resumeSettleMs, deafAfterMs } = timing(config);
   const signals = new SignalBook(SIGNAL_KEEP_MS);
   const planner =

@@ -5,20 +5,21 @@ import type { Logger } from "pino";
 import { assignmentKey, REGISTRY_BUCKET, serviceKey } from "./subjects.js";
 
 /**
- * The registry in JetStream KV: one key per service (its spec and ordered backend list) and
- * one per backend (its assignment). Values are full snapshots, so a watcher that sees an entry
- * twice, or re-reads after a reconnect, ends in the same state.
+ * The service registry in JetStream KV: one key per service (its spec and ordered backend list)
+ * and one per backend (its assignment). Values are full snapshots, so a watcher that sees an
+ * entry twice, or re-reads after a reconnect, ends in the same state. (prom-client's `Registry`,
+ * which the services also use, is their metrics registry; this one is named apart from it.)
  */
-export class Registry {
+export class ServiceRegistry {
   private constructor(
     readonly kv: KV,
     private readonly logger: Logger,
   ) {}
 
-  static async open(nc: NatsConnection, logger: Logger): Promise<Registry> {
+  static async open(nc: NatsConnection, logger: Logger): Promise<ServiceRegistry> {
     const kvm = new Kvm(nc);
     const kv = await kvm.create(REGISTRY_BUCKET, { history: 5 });
-    return new Registry(kv, logger.child({ component: "registry" }));
+    return new ServiceRegistry(kv, logger.child({ component: "registry" }));
   }
 
   async getService(name: string): Promise<{ entry: control.ServiceEntry; revision: number } | undefined> {
