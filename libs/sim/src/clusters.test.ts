@@ -1,5 +1,5 @@
 /**
- * The cluster models on controlled inputs: Swayam's mode driven by the real FrontendScaler and BackendState,
+ * The cluster models on controlled inputs: Swayam's mode driven by the real FrontendScaler and BackendMachine,
  * the baselines' mode, the clairvoyant one, and the smoke experiment end to end on the real trace.
  */
 

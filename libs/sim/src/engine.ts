@@ -37,21 +37,6 @@ export class RequestTable {
   /** The backend a request was sent to (Swayam mode: lists may change while it is there). */
   backend = new Int32Array(1024);
   attempts = new Int32Array(1024);
-  /** Full rounds over the prefix that all refused (Swayam mode: the frontend backs off longer after each). */
-  rounds = new Int32Array(1024);
-  /**
-   * Per-request sets of list indices already tried (Swayam mode), allocated on a slot's first refusal and kept
-   * with the slot (emptied on release), so a busy run does not make a set per refused request.
-   */
-  excluded: (Set<number> | undefined)[] = [];
-  /**
-   * Bumped whenever what a slot's pending messages refer to ends: the slot is freed, or (Swayam mode with
-   * parking) a park round ends or the request is taken. A message carries the epoch it was sent in; one from
-   * an older epoch is stale, as a cancelled call would be.
-   */
-  epoch = new Float64Array(1024);
-  /** Park calls of the current round not yet answered (Swayam mode with parking). */
-  pending = new Int32Array(1024);
   private free: number[] = [];
   private next = 0;
   inFlight = 0;
@@ -66,8 +51,6 @@ export class RequestTable {
 
   release(id: number): void {
     this.inFlight--;
-    this.excluded[id]?.clear();
-    this.epoch[id] = (this.epoch[id] as number) + 1;
     this.free.push(id);
   }
 
@@ -90,9 +73,6 @@ export class RequestTable {
     this.target = i32(this.target);
     this.backend = i32(this.backend);
     this.attempts = i32(this.attempts);
-    this.rounds = i32(this.rounds);
-    this.epoch = f64(this.epoch);
-    this.pending = i32(this.pending);
   }
 }
 
@@ -203,7 +183,6 @@ export class Simulation {
         this.requests.arrival[req] = t;
         this.requests.job[req] = job;
         this.requests.attempts[req] = 0;
-        this.requests.rounds[req] = 0;
         this.requests.service[req] = (this.samplers[job] as ServiceSampler)(this.serviceRandom);
         this.metrics.arrival(job, t);
         this.live.arrival(job);

@@ -1,33 +1,30 @@
 /**
  * Swayam's serving discipline, driving the production code: every simulated frontend wraps a
  * libs/swayam FrontendScaler per job (as services/frontend's SwayamScaler does, with the same options),
- * dispatches with pickBackend inside its prefix, and every backend is a libs/swayam BackendState. The lists
+ * dispatches with pickBackend inside its prefix, and every backend is a libs/swayam BackendMachine. The lists
  * come from the global allocator's policy (libs/allocation), run at time 0; with a slow loop, the allocator's
  * ShareController re-plans them every tick from the predictor's forecasts (SimPredictor, the predictor's
  * forecasters) and each job's outcomes, and the shares become lists through libs/allocation's
  * shareAllocationPolicy, as in services/global-allocator. A backend taken out of a list drains (finishes what
  * it holds, unloads) and is cold for the list it joins.
  *
- * Mirrors services/frontend: the broker spreads each job's requests round robin over the frontends; a
- * refused request is retried on another prefix entry after delta; once every prefix entry refused, the tried
- * set is cleared and the next round starts after libs/swayam's roundBackoffMs on top of delta (young requests
- * back off, urgent ones do not; Dispatcher.dispatch); a refusal "cold" warms that entry; each autoscaling
- * tick warms the cold entries of the prefix (Warmer). Backends never queue: busy, cold and provisioning
- * backends refuse. A warm backend idle for T decommissions itself (checkIdle at its idleDeadline).
+ * The request path is libs/swayam's dispatch machine (stepDispatch), the very code services/frontend's
+ * Dispatcher runs: this class only carries out its actions over the event queue (send -> PROBE or CLAIM one hop
+ * later, park -> PARK, timer -> PARK_TIMEOUT, release -> RELEASE, answer and fail -> the request completes or
+ * is dropped) and feeds the outcomes back. Backends are libs/swayam BackendSlots over a BackendMachine, as in
+ * services/backend-worker: busy, cold and provisioning backends refuse; a park waits in the backend's lot and a
+ * slot that frees is held for the oldest live request parked there. A warm backend idle for T decommissions
+ * itself (checkIdle at its idleDeadline). Each autoscaling tick warms the cold entries of the prefix (Warmer).
  *
  * Network: each hop (broker-frontend, frontend-backend and back) costs hopMs; the broker hops are constant and
  * added to the latency, the frontend-backend ones are events (the backend's state is read on arrival there).
  *
- * Late binding (park): as services/frontend and services/backend-worker (libs/swayam ParkingLot). A request
- * refused busy or provisioning probes the rest of its prefix at once, and once every entry has refused parks
- * at PARK_DEFAULTS.fanout entries of it (at random) for PARK_DEFAULTS.windowMs; a backend with a free
- * slot holds it for the oldest live request parked there and tells its frontend (READY, one hop); the first
- * READY of a round takes the request (CLAIM, one hop, then service), later ones are released. Simplification:
- * the services withdraw the other parks with a message (one hop); here they end the moment the request is
- * taken (its epoch moves on), so a backend never holds a slot for a request already taken elsewhere.
- *
- * Simplification: the frontend reads a backend's true state when deciding what to warm (the service reads the
- * last state the backend reported); both warm exactly the cold entries except around a state change.
+ * Simplifications, stated: the services withdraw the other parks of a round with a message (one hop); here they
+ * end the moment the round ends (a backend's lot asks the machine whether the park still waits), so a backend
+ * never holds a slot for a request already taken elsewhere, and park calls need no answer grace. No call fails
+ * here (no backend is ever suspected). The frontend reads a backend's true state when deciding what to warm
+ * (the service reads the last state the backend reported); both warm exactly the cold entries except around a
+ * state change.
  */
 import {
   type AllocationDecision,
@@ -40,21 +37,22 @@ import {
 } from "@infergrid/allocation";
 import { type Lognormal, lognormalMean } from "@infergrid/core";
 import {
-  BackendState,
-  effectivePrefix,
+  BackendMachine,
+  BackendSlots,
+  DISPATCH_DEFAULTS,
+  type DispatchAction,
+  type DispatchEvent,
+  type DispatchSettings,
+  type DispatchState,
+  type DispatchView,
   FrontendScaler,
-  hasUntried,
-  isPastSaving,
-  PARK_DEFAULTS,
-  ParkingLot,
+  isParkedIn,
+  newDispatch,
   PRUNE_SERVICE_QUANTILE,
-  parkTargets,
-  pickBackend,
   type RefusalReason,
-  ROUND_BACKOFF_DEFAULTS,
-  type RoundBackoffOptions,
-  roundBackoffMs,
   type ServiceSla,
+  staticPrefixLength,
+  stepDispatch,
 } from "@infergrid/swayam";
 import type { SlowLoopSettings } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
@@ -73,25 +71,30 @@ const PARK = FIRST_MODEL_EVENT + 9;
 const READY = FIRST_MODEL_EVENT + 10;
 const CLAIM = FIRST_MODEL_EVENT + 11;
 const RELEASE = FIRST_MODEL_EVENT + 12;
-const PARK_REFUSED = FIRST_MODEL_EVENT + 13;
+const PARK_COLD = FIRST_MODEL_EVENT + 13;
 const PARK_TIMEOUT = FIRST_MODEL_EVENT + 14;
+const PARK_DRAINING = FIRST_MODEL_EVENT + 15;
 
-/** Park messages carry (epoch, backend) in one number: backends below this bound. */
+/** Park messages carry (round, target, backend) in one number: backends and park targets below these bounds. */
 const BACKEND_SLOTS = 4096;
-
-/** A park message's (epoch, backend) as one event argument. */
-const packPark = (epoch: number, b: number) => epoch * BACKEND_SLOTS + b;
-const parkEpoch = (packed: number) => Math.floor(packed / BACKEND_SLOTS);
-const parkBackend = (packed: number) => packed % BACKEND_SLOTS;
-/** A parking-lot entry: the request slot and its epoch (mod BACKEND_SLOTS, enough to tell rounds apart). */
-const lotKey = (req: number, epoch: number) => req * BACKEND_SLOTS + (epoch % BACKEND_SLOTS);
-const lotRequest = (key: number) => Math.floor(key / BACKEND_SLOTS);
+const TARGET_SLOTS = 8;
+const parkMessage = (round: number, target: number, b: number) => (round * TARGET_SLOTS + target) * BACKEND_SLOTS + b;
+const messageBackend = (m: number) => m % BACKEND_SLOTS;
+const messageTarget = (m: number) => Math.floor(m / BACKEND_SLOTS) % TARGET_SLOTS;
+const messageRound = (m: number) => Math.floor(m / (BACKEND_SLOTS * TARGET_SLOTS));
+/** A parking-lot entry: request slot, round (mod ROUND_SLOTS, enough to tell a slot's live round from old ones) and target. */
+const ROUND_SLOTS = 4096;
+const lotItem = (req: number, round: number, target: number) => (req * ROUND_SLOTS + (round % ROUND_SLOTS)) * TARGET_SLOTS + target;
+const itemRequest = (item: number) => Math.floor(item / (ROUND_SLOTS * TARGET_SLOTS));
+const itemRound = (item: number) => Math.floor(item / TARGET_SLOTS) % ROUND_SLOTS;
+const itemTarget = (item: number) => item % TARGET_SLOTS;
 
 const IDLE_SLACK_MS = 0.001;
 
 const REASONS: RefusalReason[] = ["busy", "cold", "provisioning", "draining"];
-const EMPTY: ReadonlySet<number> = new Set<number>();
-const ALWAYS = () => true;
+const REFUSALS: DispatchEvent<number>[] = REASONS.map((reason) => ({ kind: "refused", reason }));
+const ARRIVED: DispatchEvent<number> = { kind: "arrived" };
+const ANSWERED: DispatchEvent<number> = { kind: "answered" };
 
 export interface SwayamSnapshot {
   /** n per frontend per job at the end (frontend-major). */
@@ -102,7 +105,9 @@ export interface SwayamSnapshot {
 export class SwayamCluster implements ClusterModel {
   private readonly J: number;
   private readonly F: number;
-  private readonly backends: BackendState[];
+  private readonly backends: BackendMachine[];
+  /** Per backend, late binding over its machine: the requests parked there, as lotItem numbers. */
+  private readonly slots: BackendSlots<number>[];
   private readonly backendIds: string[];
   /** The list a backend is in (-1: free). */
   private readonly backendJob: Int32Array;
@@ -126,9 +131,13 @@ export class SwayamCluster implements ClusterModel {
   private readonly predictor: SimPredictor | undefined;
   private readonly controller: ShareController | undefined;
   private readonly planned: PlannedSpec[];
-  private readonly backoff: RoundBackoffOptions;
-  /** Per backend, the requests parked there as (slot, epoch) pairs packed into one number (late binding). */
-  private readonly lots: ParkingLot<number>[];
+  /** Per request slot, its dispatch machine state (reused by the slot's next request). */
+  private readonly flights: DispatchState<number>[] = [];
+  private readonly settings: DispatchSettings;
+  /** The view a dispatch step decides on, refilled per step (entries are backend numbers, holds too). */
+  private readonly view: DispatchView<number>;
+  private viewList: Int32Array = new Int32Array(0);
+  private readonly actions: DispatchAction<number, number>[] = [];
 
   constructor(private readonly sim: Simulation) {
     const c = sim.config;
@@ -137,11 +146,19 @@ export class SwayamCluster implements ClusterModel {
     this.backends = [];
     this.backendIds = [];
     for (let i = 0; i < c.capacity; i++) {
-      this.backends.push(new BackendState({ concurrency: 1, idleTimeoutMs: c.idleTimeoutMs, frontendWindowMs: c.swayam.tSetupMs }));
+      this.backends.push(new BackendMachine({ concurrency: 1, idleTimeoutMs: c.idleTimeoutMs, frontendWindowMs: c.swayam.tSetupMs }));
       this.backendIds.push(`b${String(i).padStart(4, "0")}`);
     }
     if (c.capacity > BACKEND_SLOTS) throw new Error(`swayam cluster: at most ${BACKEND_SLOTS} backends`);
-    this.lots = Array.from({ length: c.capacity }, () => new ParkingLot<number>());
+    const r = sim.requests;
+    this.slots = this.backends.map(
+      (machine) =>
+        new BackendSlots<number>(machine, {
+          isLive: (item) => this.isLive(item),
+          frontendOf: (item) => this.frontendIds[r.frontend[itemRequest(item)] as number] as string,
+          serviceOf: (item) => this.names[r.job[itemRequest(item)] as number],
+        }),
+    );
     this.backendJob = new Int32Array(c.capacity).fill(-1);
     this.chargedTo = new Int32Array(c.capacity).fill(-1);
     this.since = new Float64Array(c.capacity).fill(Number.NaN);
@@ -158,7 +175,23 @@ export class SwayamCluster implements ClusterModel {
     // ...and judges lateness with the recent compute times' PRUNE_SERVICE_QUANTILE, which settles at the profile's.
     this.pruneServiceMs = c.jobs.map((j) => servicePercentileMs(j.serviceTime, PRUNE_SERVICE_QUANTILE));
     this.slowLoop = c.swayam.slowLoop;
-    this.backoff = { deltaMs: c.swayam.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
+    this.settings = {
+      ...DISPATCH_DEFAULTS,
+      retryGapMs: c.swayam.retryGapMs,
+      parkWindowMs: c.swayam.park?.windowMs ?? 0,
+      parkAnswerGraceMs: 0,
+    };
+    if (this.settings.parkFanout > TARGET_SLOTS) throw new Error(`swayam cluster: park fanout above ${TARGET_SLOTS}`);
+    this.view = {
+      now: 0,
+      n: 0,
+      listLength: 0,
+      key: (i) => this.viewList[i] as number,
+      usable: () => true,
+      rtMaxMs: 0,
+      pruneServiceMs: undefined,
+      random: sim.dispatchRandom,
+    };
     // Under the slow loop a service registers without a cap (the real services' default): its share is the
     // loop's to set. Without it, the experiment's list lengths are the caps of the static split.
     this.planned = c.jobs.map((job, j) => ({
@@ -191,8 +224,6 @@ export class SwayamCluster implements ClusterModel {
             tSetupMs: s.tSetupMs,
             rateWindowMs: s.rateWindowMs,
             rateHistoryMs: s.rateHistoryMs,
-            // As services/frontend SwayamScaler: one regression point per tenth of a window, at least 1 s.
-            rateBucketMs: Math.min(s.rateWindowMs, Math.max(1000, s.rateWindowMs / 10)),
             scaleInCooldownMs: s.scaleInCooldownMs,
             probeCostMs: (s.modelRttMs ?? 2 * c.hopMs) + s.retryGapMs,
             fixedDelayMs: s.modelRttMs ?? 2 * c.hopMs,
@@ -209,7 +240,7 @@ export class SwayamCluster implements ClusterModel {
       const warm = Math.min(list.length, Math.max(s.bootstrap[j] ?? 1, 0));
       for (let i = 0; i < warm; i++) {
         const b = list[i] as number;
-        const be = this.backends[b] as BackendState;
+        const be = this.backends[b] as BackendMachine;
         be.warmUp(0, this.names[j] as string);
         be.loadFinished(0);
         this.since[b] = 0;
@@ -231,7 +262,8 @@ export class SwayamCluster implements ClusterModel {
     r.frontend[req] = f;
     this.predictor?.arrival(j, sim.now);
     (this.scalers[f * this.J + j] as FrontendScaler).recordArrival(sim.now);
-    this.dispatch(req, 0);
+    this.flights[req] = newDispatch(sim.now, sim.now + sim.config.dropAfterMs, this.flights[req]);
+    this.step(req, ARRIVED);
   }
 
   handle(kind: number, a: number, b: number): void {
@@ -249,7 +281,7 @@ export class SwayamCluster implements ClusterModel {
         this.refused(a, b);
         return;
       case LOADED: {
-        (this.backends[a] as BackendState).loadFinished(this.sim.now);
+        (this.backends[a] as BackendMachine).loadFinished(this.sim.now);
         this.serveParked(a);
         this.ensureIdleCheck(a);
         return;
@@ -266,11 +298,17 @@ export class SwayamCluster implements ClusterModel {
       case RELEASE:
         this.freeSlot(a);
         return;
-      case PARK_REFUSED:
-        this.parkRefused(a, b);
+      case PARK_COLD:
+      case PARK_DRAINING:
+        this.step(a, {
+          kind: "park-ended",
+          round: messageRound(b),
+          target: messageTarget(b),
+          how: kind === PARK_COLD ? "cold" : "draining",
+        });
         return;
       case PARK_TIMEOUT:
-        this.parkTimeout(a, b);
+        this.step(a, { kind: "timer", round: b });
         return;
       case IDLE:
         this.idle(a);
@@ -286,46 +324,61 @@ export class SwayamCluster implements ClusterModel {
     }
   }
 
-  /**
-   * Picks a prefix entry and sends the request there, `gapMs` from now (0 for a first attempt, delta after a
-   * refusal). The pick is made when the refusal comes back, with the n in force then, and the probe is sent
-   * after the gap: one event fewer per retry; only a frontend tick falling inside the 5 ms gap is seen a retry late.
-   */
-  private dispatch(req: number, gapMs: number): void {
+  /** Feeds one event to the request's dispatch machine and carries out what it decides. */
+  private step(req: number, ev: DispatchEvent<number>): void {
     const sim = this.sim;
     const r = sim.requests;
     const j = r.job[req] as number;
-    const f = r.frontend[req] as number;
     const list = this.lists[j] as Int32Array;
-    if (list.length === 0) {
-      sim.drop(req);
-      return;
+    const v = this.view;
+    v.now = sim.now;
+    v.n = this.nCache[(r.frontend[req] as number) * this.J + j] as number;
+    v.listLength = list.length;
+    this.viewList = list;
+    v.rtMaxMs = (this.slas[j] as ServiceSla).rtMaxMs;
+    v.pruneServiceMs = sim.config.swayam.prune === true ? this.pruneServiceMs[j] : undefined;
+    const out = this.actions;
+    stepDispatch(this.flights[req] as DispatchState<number>, ev, v, this.settings, out);
+    for (let i = 0; i < out.length; i++) this.act(req, j, out[i] as DispatchAction<number, number>);
+    out.length = 0;
+  }
+
+  private act(req: number, j: number, a: DispatchAction<number, number>): void {
+    const sim = this.sim;
+    const hop = sim.config.hopMs;
+    switch (a.kind) {
+      case "send":
+        sim.requests.attempts[req] = a.attempt;
+        if (a.hold !== undefined) {
+          sim.requests.backend[req] = a.hold;
+          sim.schedule(sim.now + a.delayMs + hop, CLAIM, req);
+        } else {
+          sim.requests.backend[req] = a.entry;
+          sim.schedule(sim.now + a.delayMs + hop, PROBE, req);
+        }
+        return;
+      case "park":
+        for (let t = 0; t < a.entries.length; t++) sim.schedule(sim.now + hop, PARK, req, parkMessage(a.round, t, a.entries[t] as number));
+        return;
+      case "timer":
+        sim.schedule(a.at, PARK_TIMEOUT, req, a.round);
+        return;
+      case "release":
+        sim.schedule(sim.now + hop, RELEASE, a.hold);
+        return;
+      case "warm":
+        if (this.backendJob[a.entry] === j) this.warm(a.entry, j);
+        return;
+      case "answer":
+        sim.complete(req, sim.now - (sim.requests.arrival[req] as number) + this.brokerMs);
+        return;
+      case "fail":
+        sim.drop(req);
+        return;
+      case "withdraw": // instant here: the backends' lots see the round is over (isLive)
+      case "suspect": // no call fails in the simulator
+        return;
     }
-    const n = this.nCache[f * this.J + j] as number;
-    const excluded = r.excluded[req];
-    let at = sim.now + gapMs;
-    let idx = pickBackend(n, ALWAYS, excluded ?? EMPTY, sim.dispatchRandom, list.length);
-    if (idx === undefined) {
-      if (excluded !== undefined && excluded.size > 0) {
-        // Every prefix entry refused once: a new round after libs/swayam's round backoff (as Dispatcher.dispatch).
-        excluded.clear();
-        const rounds = (r.rounds[req] as number) + 1;
-        r.rounds[req] = rounds;
-        at += roundBackoffMs(rounds, sim.now - (r.arrival[req] as number), (this.slas[j] as ServiceSla).rtMaxMs, this.backoff);
-        idx = pickBackend(n, ALWAYS, EMPTY, sim.dispatchRandom, list.length);
-      }
-      idx ??= 0;
-    }
-    const arrived = r.arrival[req] as number;
-    const attempts = r.attempts[req] as number;
-    if ((gapMs > 0 && at - arrived >= sim.config.dropAfterMs) || this.pruned(req, at, attempts)) {
-      sim.drop(req);
-      return;
-    }
-    r.attempts[req] = attempts + 1;
-    r.target[req] = idx;
-    r.backend[req] = list[idx] as number;
-    sim.schedule(at + sim.config.hopMs, PROBE, req);
   }
 
   private probe(req: number): void {
@@ -333,7 +386,7 @@ export class SwayamCluster implements ClusterModel {
     const r = sim.requests;
     const j = r.job[req] as number;
     const b = r.backend[req] as number;
-    const be = this.backends[b] as BackendState;
+    const be = this.backends[b] as BackendMachine;
     const res = be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[j]);
     if (res.accepted) {
       sim.schedule(sim.now + (r.service[req] as number), DONE, req);
@@ -345,154 +398,65 @@ export class SwayamCluster implements ClusterModel {
 
   private done(req: number): void {
     const sim = this.sim;
-    const r = sim.requests;
-    const b = r.backend[req] as number;
+    const b = sim.requests.backend[req] as number;
     this.freeSlot(b);
-    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendState).frontendsSeen(sim.now));
+    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendMachine).frontendsSeen(sim.now));
   }
 
   private reply(req: number, frontendsSeen: number): void {
     const sim = this.sim;
     const r = sim.requests;
-    const j = r.job[req] as number;
-    const b = r.backend[req] as number;
-    const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
-    scaler.observeReply(this.backendIds[b] as string, frontendsSeen, r.service[req] as number, sim.now);
-    sim.complete(req, sim.now - (r.arrival[req] as number) + this.brokerMs);
+    this.observe(req, r.backend[req] as number, frontendsSeen, r.service[req] as number);
+    this.step(req, ANSWERED);
   }
 
   private refused(req: number, code: number): void {
-    const sim = this.sim;
-    const r = sim.requests;
-    const j = r.job[req] as number;
-    const idx = r.target[req] as number;
-    const b = r.backend[req] as number;
-    const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
-    scaler.observeReply(this.backendIds[b] as string, Math.floor(code / 8), undefined, sim.now);
-    if (REASONS[code % 8] === "cold" && this.backendJob[b] === j) this.warm(b, j);
-    let excluded = r.excluded[req];
-    if (excluded === undefined) {
-      excluded = new Set<number>();
-      r.excluded[req] = excluded;
-    }
-    excluded.add(idx);
-    const reason = REASONS[code % 8];
-    if (sim.config.swayam.park !== undefined && (reason === "busy" || reason === "provisioning")) {
-      // Late binding once every entry of the round has refused (as Dispatcher.dispatch): an untried one is probed at once.
-      const n = this.nCache[(r.frontend[req] as number) * this.J + j] as number;
-      if (hasUntried(n, ALWAYS, excluded, (this.lists[j] as Int32Array).length)) this.dispatch(req, 0);
-      else this.parkRound(req);
-    } else this.dispatch(req, sim.config.swayam.retryGapMs);
+    this.observe(req, this.sim.requests.backend[req] as number, Math.floor(code / 8), undefined);
+    this.step(req, REFUSALS[code % 8] as DispatchEvent<number>);
   }
 
-  /**
-   * Late binding, the frontend's side (as services/frontend's Dispatcher): the request parks at
-   * PARK_DEFAULTS.fanout entries of its prefix at once, for one window; the first backend to hold a slot for it gets it.
-   */
-  private parkRound(req: number): void {
-    const sim = this.sim;
-    const r = sim.requests;
-    const j = r.job[req] as number;
-    const f = r.frontend[req] as number;
-    const arrived = r.arrival[req] as number;
-    const rtMaxMs = (this.slas[j] as ServiceSla).rtMaxMs;
-    if (sim.now - arrived >= sim.config.dropAfterMs || this.pruned(req, sim.now, 1)) {
-      sim.drop(req);
-      return;
-    }
-    const list = this.lists[j] as Int32Array;
-    const prefix = parkTargets(
-      effectivePrefix(this.nCache[f * this.J + j] as number, ALWAYS, list.length),
-      PARK_DEFAULTS.fanout,
-      sim.dispatchRandom,
-    );
-    if (prefix.length === 0) {
-      sim.drop(req);
-      return;
-    }
-    const epoch = (r.epoch[req] as number) + 1;
-    r.epoch[req] = epoch;
-    r.pending[req] = prefix.length;
-    for (const idx of prefix) sim.schedule(sim.now + sim.config.hopMs, PARK, req, packPark(epoch, list[idx] as number));
-    // With pruning the round ends when the request can no longer make it, so that it is dropped then.
-    let windowMs = (sim.config.swayam.park as { windowMs: number }).windowMs;
-    if (sim.config.swayam.prune === true) {
-      windowMs = Math.min(windowMs, Math.max(0, arrived + rtMaxMs - (this.pruneServiceMs[j] as number) - sim.now));
-    }
-    windowMs = Math.min(windowMs, Math.max(0, arrived + sim.config.dropAfterMs - sim.now));
-    sim.schedule(sim.now + windowMs, PARK_TIMEOUT, req, epoch);
-  }
-
-  /** A park reaches backend b: a free slot is held for it at once, a busy or loading backend parks it. */
-  private parkAt(req: number, packed: number): void {
-    const sim = this.sim;
-    const r = sim.requests;
-    const epoch = parkEpoch(packed);
-    const b = parkBackend(packed);
-    if (r.epoch[req] !== epoch) return; // the round ended: the frontend cancelled this call
-    const j = r.job[req] as number;
-    const be = this.backends[b] as BackendState;
-    const res = be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[j]);
-    if (res.accepted) {
-      sim.schedule(sim.now + sim.config.hopMs, READY, req, packed);
-      return;
-    }
-    if (res.reason === "busy" || res.reason === "provisioning") {
-      (this.lots[b] as ParkingLot<number>).park(lotKey(req, epoch), r.arrival[req] as number);
-      return;
-    }
-    sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, packPark(epoch, b));
-    if (res.reason === "cold" && this.backendJob[b] === j) this.warm(b, j);
-  }
-
-  /** A free backend holds its slot for the oldest request still parked with it and tells that request's frontend. */
-  private serveParked(b: number): void {
-    const be = this.backends[b] as BackendState;
-    if (be.state !== "warm-idle") return;
-    const sim = this.sim;
-    const r = sim.requests;
-    const top = (this.lots[b] as ParkingLot<number>).takeOldest((key) => this.isLive(key));
-    if (top === undefined) return;
-    const req = lotRequest(top.item);
-    be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[r.job[req] as number]);
-    sim.schedule(sim.now + sim.config.hopMs, READY, req, packPark(r.epoch[req] as number, b));
-  }
-
-  /** A backend holds a slot for the request: the first such answer of its round takes it; later ones are released. */
-  private ready(req: number, packed: number): void {
-    const sim = this.sim;
-    const r = sim.requests;
-    const epoch = parkEpoch(packed);
-    const b = parkBackend(packed);
-    if (r.epoch[req] !== epoch) {
-      sim.schedule(sim.now + sim.config.hopMs, RELEASE, b);
-      return;
-    }
-    const j = r.job[req] as number;
-    const scaler = this.scalers[(r.frontend[req] as number) * this.J + j] as FrontendScaler;
-    scaler.observeReply(this.backendIds[b] as string, (this.backends[b] as BackendState).frontendsSeen(sim.now), undefined, sim.now);
-    r.epoch[req] = epoch + 1;
-    if (this.pruned(req, sim.now, 1)) {
-      sim.schedule(sim.now + sim.config.hopMs, RELEASE, b);
-      sim.drop(req);
-      return;
-    }
-    r.attempts[req] = (r.attempts[req] as number) + 1;
-    r.backend[req] = b;
-    sim.schedule(sim.now + sim.config.hopMs, CLAIM, req);
-  }
-
-  /** Swayam's pruning, when on: the request, refused `attempts` times, can no longer finish within RT_max from `at`. */
-  private pruned(req: number, at: number, attempts: number): boolean {
-    if (this.sim.config.swayam.prune !== true) return false;
+  /** A backend's reply reaches the request's frontend: its scaler learns n_F (and the service time). */
+  private observe(req: number, b: number, frontendsSeen: number, serviceMs: number | undefined): void {
     const r = this.sim.requests;
-    const j = r.job[req] as number;
-    return isPastSaving(at, r.arrival[req] as number, this.pruneServiceMs[j] as number, (this.slas[j] as ServiceSla).rtMaxMs, attempts);
+    const scaler = this.scalers[(r.frontend[req] as number) * this.J + (r.job[req] as number)] as FrontendScaler;
+    scaler.observeReply(this.backendIds[b] as string, frontendsSeen, serviceMs, this.sim.now);
+  }
+
+  /** A park reaches its backend: a slot held for it now, parked in the backend's lot, or refused. */
+  private parkAt(req: number, message: number): void {
+    const sim = this.sim;
+    const round = messageRound(message);
+    if (!isParkedIn(this.flights[req] as DispatchState<number>, round)) return; // withdrawn on the way
+    const b = messageBackend(message);
+    const outcome = (this.slots[b] as BackendSlots<number>).park(
+      sim.now,
+      lotItem(req, round, messageTarget(message)),
+      sim.requests.arrival[req] as number,
+    );
+    if (outcome === "held") sim.schedule(sim.now + sim.config.hopMs, READY, req, message);
+    else if (outcome !== "parked") sim.schedule(sim.now + sim.config.hopMs, outcome === "cold" ? PARK_COLD : PARK_DRAINING, req, message);
+  }
+
+  /** Free slots of backend b are held for the oldest requests parked there; each one's frontend is told. */
+  private serveParked(b: number): void {
+    const held = (this.slots[b] as BackendSlots<number>).serve(this.sim.now);
+    for (const item of held) {
+      const req = itemRequest(item);
+      const round = (this.flights[req] as DispatchState<number>).round;
+      this.sim.schedule(this.sim.now + this.sim.config.hopMs, READY, req, parkMessage(round, itemTarget(item), b));
+    }
+  }
+
+  /** A backend holds a slot for the request: its dispatch machine takes it or gives it back. */
+  private ready(req: number, message: number): void {
+    const b = messageBackend(message);
+    this.observe(req, b, (this.backends[b] as BackendMachine).frontendsSeen(this.sim.now), undefined);
+    this.step(req, { kind: "held", round: messageRound(message), target: messageTarget(message), hold: b });
   }
 
   /** A slot frees (its request is done, or a held slot comes back): it goes to the oldest parked request, if any. */
   private freeSlot(b: number): void {
-    if ((this.backends[b] as BackendState).release(this.sim.now)) {
+    if ((this.slots[b] as BackendSlots<number>).release(this.sim.now)) {
       this.wentCold(b);
       return;
     }
@@ -500,31 +464,9 @@ export class SwayamCluster implements ClusterModel {
     this.ensureIdleCheck(b);
   }
 
-  private parkRefused(req: number, packed: number): void {
-    const sim = this.sim;
-    const r = sim.requests;
-    const epoch = parkEpoch(packed);
-    if (r.epoch[req] !== epoch) return;
-    const pending = (r.pending[req] as number) - 1;
-    r.pending[req] = pending;
-    if (pending > 0) return;
-    // No backend of the prefix will hold a slot (all cold or draining): probe again after delta.
-    r.epoch[req] = epoch + 1;
-    r.excluded[req]?.clear();
-    this.dispatch(req, sim.config.swayam.retryGapMs);
-  }
-
-  private parkTimeout(req: number, epoch: number): void {
-    const r = this.sim.requests;
-    if (r.epoch[req] !== epoch) return;
-    r.epoch[req] = epoch + 1;
-    r.excluded[req]?.clear();
-    this.dispatch(req, 0);
-  }
-
   private warm(b: number, j: number): void {
     const sim = this.sim;
-    const be = this.backends[b] as BackendState;
+    const be = this.backends[b] as BackendMachine;
     if (!be.warmUp(sim.now, this.names[j] as string).startLoad) return;
     sim.metrics.coldStart(j);
     this.since[b] = sim.now;
@@ -534,7 +476,7 @@ export class SwayamCluster implements ClusterModel {
 
   private ensureIdleCheck(b: number): void {
     if (this.idlePending[b] === 1) return;
-    const deadline = (this.backends[b] as BackendState).idleDeadline();
+    const deadline = (this.backends[b] as BackendMachine).idleDeadline();
     if (deadline === undefined) return;
     this.idlePending[b] = 1;
     // checkIdle tests now - idleSince < T, which can hold at now = idleSince + T by one rounding step; a check
@@ -545,7 +487,7 @@ export class SwayamCluster implements ClusterModel {
 
   private idle(b: number): void {
     this.idlePending[b] = 0;
-    const be = this.backends[b] as BackendState;
+    const be = this.backends[b] as BackendMachine;
     if (be.checkIdle(this.sim.now)) {
       this.wentCold(b);
       return;
@@ -559,21 +501,18 @@ export class SwayamCluster implements ClusterModel {
     if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.chargedTo[b] as number, since, this.sim.now);
     this.since[b] = Number.NaN;
     // Requests parked here get their refusal (a cold backend holds no slot for anyone).
-    const lot = this.lots[b] as ParkingLot<number>;
-    if (lot.size === 0) return;
     const sim = this.sim;
-    const r = sim.requests;
-    for (const key of lot.retain(() => false)) {
-      if (!this.isLive(key)) continue;
-      const req = lotRequest(key);
-      sim.schedule(sim.now + sim.config.hopMs, PARK_REFUSED, req, packPark(r.epoch[req] as number, b));
+    for (const item of (this.slots[b] as BackendSlots<number>).evict()) {
+      const req = itemRequest(item);
+      const round = (this.flights[req] as DispatchState<number>).round;
+      sim.schedule(sim.now + sim.config.hopMs, PARK_COLD, req, parkMessage(round, itemTarget(item), b));
     }
   }
 
   /** Whether a parked entry's request still waits in the round it parked in. */
-  private isLive(key: number): boolean {
-    const req = lotRequest(key);
-    return lotKey(req, this.sim.requests.epoch[req] as number) === key;
+  private isLive(item: number): boolean {
+    const st = this.flights[itemRequest(item)];
+    return st !== undefined && st.phase === "parked" && st.round % ROUND_SLOTS === itemRound(item);
   }
 
   private allocationInput() {
@@ -606,7 +545,7 @@ export class SwayamCluster implements ClusterModel {
       const is = member[b] as number;
       if (was === is) continue;
       this.backendJob[b] = is;
-      if (was >= 0 && (this.backends[b] as BackendState).drain(now)) this.wentCold(b);
+      if (was >= 0 && (this.backends[b] as BackendMachine).drain(now)) this.wentCold(b);
     }
     this.lists = next;
     this.minWarm = this.planned.map((p, j) => plan.minWarm.get(p.name) ?? this.sim.config.swayam.minWarm[j] ?? 1);
@@ -637,7 +576,7 @@ export class SwayamCluster implements ClusterModel {
       );
       let warm = 0;
       for (const b of this.lists[j] as Int32Array) {
-        const st = (this.backends[b] as BackendState).state;
+        const st = (this.backends[b] as BackendMachine).state;
         if ((st === "warm-idle" || st === "busy") && this.chargedTo[b] === j) warm++;
       }
       services.push(input.service);
@@ -657,8 +596,7 @@ export class SwayamCluster implements ClusterModel {
       const list = this.lists[j] as Int32Array;
       let n: number;
       if (scaling === "static") {
-        // services/frontend StaticScaler: n = the allocator's floor (or the initial size), within the list.
-        n = Math.max(0, Math.min(list.length, Math.max(this.minWarm[j] ?? 1, 1)));
+        n = staticPrefixLength(this.minWarm[j] ?? 1, (this.planned[j] as PlannedSpec).initialBackends, list.length);
       } else {
         const prior = this.priors[j];
         const out = (this.scalers[f * this.J + j] as FrontendScaler).decide(now, {
@@ -673,7 +611,7 @@ export class SwayamCluster implements ClusterModel {
       // Warmer: the prefix's cold entries get a warm-up.
       for (let i = 0; i < n && i < list.length; i++) {
         const b = list[i] as number;
-        if ((this.backends[b] as BackendState).state === "cold") this.warm(b, j);
+        if ((this.backends[b] as BackendMachine).state === "cold") this.warm(b, j);
       }
     }
     const next = now + sim.config.swayam.autoscaleMs;

@@ -1,4 +1,6 @@
-export * from "./backend-state.js";
+export * from "./backend-machine.js";
+export * from "./backend-slots.js";
+export * from "./dispatch-machine.js";
 export * from "./frontend-count.js";
 export * from "./frontend-scaler.js";
 export * from "./parameters.js";

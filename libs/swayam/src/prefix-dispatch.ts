@@ -12,13 +12,13 @@ import { type Random, randomInt } from "@infergrid/core";
 
 export type UsablePredicate = (index: number) => boolean;
 
+/** The list indices already tried for a request: a Set, or a view of one keyed otherwise. */
+export interface IndexSet {
+  has(index: number): boolean;
+}
+
 /** The untried usable entries of the prefix, and where the prefix ends in the list. */
-function scanPrefix(
-  n: number,
-  usable: UsablePredicate,
-  excluded: ReadonlySet<number>,
-  listLength: number,
-): { candidates: number; end: number } {
+function scanPrefix(n: number, usable: UsablePredicate, excluded: IndexSet, listLength: number): { candidates: number; end: number } {
   let inPrefix = 0;
   let candidates = 0;
   let end = 0;
@@ -35,7 +35,7 @@ function scanPrefix(
  * is: a park fanned out to a prefix with free backends would hold a slot at every one of them until the
  * extra holds are given back, refusing the requests behind it meanwhile.
  */
-export function hasUntried(n: number, usable: UsablePredicate, excluded: ReadonlySet<number>, listLength: number): boolean {
+export function hasUntried(n: number, usable: UsablePredicate, excluded: IndexSet, listLength: number): boolean {
   return scanPrefix(n, usable, excluded, listLength).candidates > 0;
 }
 
@@ -46,7 +46,7 @@ export function hasUntried(n: number, usable: UsablePredicate, excluded: Readonl
 export function pickBackend(
   n: number,
   usable: UsablePredicate,
-  excluded: ReadonlySet<number>,
+  excluded: IndexSet,
   random: Random,
   listLength: number,
 ): number | undefined {

@@ -45,7 +45,7 @@ export class RateHistory {
   constructor(options: RateHistoryOptions = {}) {
     this.windowMs = options.windowMs ?? SWAYAM_DEFAULTS.rateWindowMs;
     this.historyMs = options.historyMs ?? SWAYAM_DEFAULTS.rateHistoryMs;
-    this.bucketMs = options.bucketMs ?? Math.min(SWAYAM_DEFAULTS.rateBucketMs, this.windowMs);
+    this.bucketMs = options.bucketMs ?? rateBucketFor(this.windowMs);
     this.minPoints = Math.max(2, options.minPoints ?? 3);
     this.origin = options.origin;
     const ratio = this.windowMs / this.bucketMs;
@@ -130,4 +130,12 @@ export class RateHistory {
     const slot = this.slot(bucket);
     return this.ids[slot] === bucket ? (this.counts[slot] ?? 0) : 0;
   }
+}
+
+/**
+ * The default sub-bucket of a rate window: a tenth of it (Swayam's 100 s window gives one regression point
+ * every 10 s, SWAYAM_DEFAULTS.rateBucketMs), at least 1 s, at most the window.
+ */
+export function rateBucketFor(windowMs: number): number {
+  return Math.min(windowMs, Math.max(1000, windowMs / 10));
 }

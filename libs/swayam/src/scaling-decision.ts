@@ -116,3 +116,11 @@ function range(from: number, to: number): number[] {
   for (let i = from; i < to; i++) out.push(i);
   return out;
 }
+
+/**
+ * The prefix length of a service that does not autoscale (the frontends' `--scaling static`): the allocator's
+ * warm floor or the spec's initial size, whichever is larger, within the list.
+ */
+export function staticPrefixLength(minWarm: number, initialBackends: number, listLength: number): number {
+  return Math.min(listLength, Math.max(minWarm, initialBackends, 1));
+}

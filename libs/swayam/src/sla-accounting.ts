@@ -11,7 +11,7 @@
  * Resources: backend-seconds, the time backends spend provisioning or warm ("warm-backend-time", provisioning
  * included, section 5.4).
  */
-import type { BackendPhase } from "./backend-state.js";
+import type { BackendPhase } from "./backend-machine.js";
 import { SWAYAM_DEFAULTS } from "./parameters.js";
 
 export interface SlaWindowOptions {

@@ -1,7 +1,7 @@
 import { type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
 import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
 import { publishMessage, runService, unaryHandler } from "@infergrid/runtime";
-import { BackendState } from "@infergrid/swayam";
+import { BackendMachine } from "@infergrid/swayam";
 import { Counter, Gauge } from "prom-client";
 import { backendConfig } from "./config.js";
 import { Worker } from "./worker.js";
@@ -10,7 +10,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   const { config, id, logger, metrics, nc } = ctx;
   let member: MemberHandle | undefined;
   const registry = await ServiceRegistry.open(nc, logger);
-  const machine = new BackendState({
+  const machine = new BackendMachine({
     concurrency: config.concurrency,
     idleTimeoutMs: config.idleTimeoutMs,
     frontendWindowMs: config.tSetupMs,

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createModelRuntime, InvalidModelInputError, type ModelRuntime, type ModelSpec } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
-import { type BackendPhase, BackendSecondsMeter, type BackendState, ParkingLot } from "@infergrid/swayam";
+import { type BackendMachine, type BackendPhase, BackendSecondsMeter, BackendSlots } from "@infergrid/swayam";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
 
 const STATE: Record<BackendPhase, backend.BackendState> = {
@@ -32,7 +32,7 @@ export function toModelSpec(model: control.ModelSpec.$Properties | null | undefi
   };
 }
 
-const PARK_REFUSAL: Record<string, backend.ParkStatus> = {
+const PARK_REFUSAL: Record<"cold" | "draining", backend.ParkStatus> = {
   cold: backend.ParkStatus.PARK_STATUS_REFUSED_COLD,
   draining: backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING,
 };
@@ -75,20 +75,23 @@ export class Worker {
   private lastColdStartMs = 0;
   /** Backend-seconds as Swayam counts them: time not cold, provisioning included. */
   readonly meter = new BackendSecondsMeter();
-  private readonly lot = new ParkingLot<ParkedCall>();
+  /** Requests parked here and the slots held for them (libs/swayam BackendSlots: the simulator runs the same). */
+  private readonly slots: BackendSlots<ParkedCall>;
   private readonly holds = new Map<string, Hold>();
   /** The latest park of each request (by park id), to withdraw it. */
   private readonly parkedById = new Map<string, ParkedCall>();
 
   constructor(
     readonly id: string,
-    private readonly machine: BackendState,
+    private readonly machine: BackendMachine,
     private readonly defaultThreads: number,
     private readonly logger: Logger,
     private readonly events: WorkerEvents,
     private readonly options: WorkerOptions,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.slots = new BackendSlots(machine, { isLive: (c) => !c.done, frontendOf: (c) => c.frontendId });
+  }
 
   activeSeconds(): number {
     const now = this.now();
@@ -191,8 +194,10 @@ export class Worker {
   }
 
   private release(): void {
-    if (this.machine.release(this.now())) void this.unload();
-    this.serveParked();
+    if (this.slots.release(this.now())) {
+      void this.unload();
+      this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING);
+    } else this.serveParked();
   }
 
   /**
@@ -204,16 +209,11 @@ export class Worker {
     if (!req.service || req.service !== this.service) {
       return Promise.resolve({ status: backend.ParkStatus.PARK_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() });
     }
-    const frontendId = req.frontendId ?? "";
     const parkId = req.parkId ?? "";
-    const acquired = this.machine.tryAcquire(now, frontendId);
-    if (acquired.accepted) return Promise.resolve(this.held(this.hold(parkId)));
-    const refusal = PARK_REFUSAL[acquired.reason];
-    if (refusal !== undefined) return Promise.resolve({ status: refusal, report: this.report() });
     return new Promise((resolve) => {
       const call: ParkedCall = {
         parkId,
-        frontendId,
+        frontendId: req.frontendId ?? "",
         done: false,
         answer: (status, holdId) => {
           if (call.done) return;
@@ -223,13 +223,22 @@ export class Worker {
           resolve(status === backend.ParkStatus.PARK_STATUS_HELD && holdId ? this.held(holdId) : { status, report: this.report() });
         },
       };
+      const outcome = this.slots.park(now, call, now - Math.max(0, req.ageMs ?? 0));
+      if (outcome === "held") {
+        call.done = true;
+        resolve(this.held(this.hold(parkId)));
+        return;
+      }
+      if (outcome !== "parked") {
+        call.done = true;
+        resolve({ status: PARK_REFUSAL[outcome], report: this.report() });
+        return;
+      }
       const timer = setTimeout(() => call.answer(backend.ParkStatus.PARK_STATUS_TIMED_OUT), Math.max(1, req.waitMs ?? 0));
       const cancelled = () => call.answer(backend.ParkStatus.PARK_STATUS_WITHDRAWN);
       if (signal?.aborted) cancelled();
       else signal?.addEventListener("abort", cancelled, { once: true });
-      if (call.done) return;
-      if (parkId) this.parkedById.set(parkId, call);
-      this.lot.park(call, now - Math.max(0, req.ageMs ?? 0));
+      if (!call.done && parkId) this.parkedById.set(parkId, call);
     });
   }
 
@@ -253,21 +262,11 @@ export class Worker {
 
   /** Free slots go to the oldest requests parked here, each held until its Execute comes. */
   private serveParked(): void {
-    while (this.lot.size > 0) {
-      const st = this.machine.state;
-      if (st !== "warm-idle" && !(st === "busy" && this.machine.requestsInFlight < this.machine.concurrency)) return;
-      const top = this.lot.takeOldest((c) => !c.done);
-      if (!top) return;
-      if (!this.machine.tryAcquire(this.now(), top.item.frontendId).accepted) {
-        this.lot.park(top.item, top.arrivedAt);
-        return;
-      }
-      top.item.answer(backend.ParkStatus.PARK_STATUS_HELD, this.hold(top.item.parkId));
-    }
+    for (const call of this.slots.serve(this.now())) call.answer(backend.ParkStatus.PARK_STATUS_HELD, this.hold(call.parkId));
   }
 
   private refuseParked(status: backend.ParkStatus): void {
-    for (const call of this.lot.retain(() => false)) call.answer(status);
+    for (const call of this.slots.evict()) call.answer(status);
   }
 
   /** Holds the slot just acquired; if no Execute or Release comes in time, the slot is given back. */

@@ -1,34 +1,29 @@
 import { randomUUID } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
 import {
-  effectivePrefix,
-  hasUntried,
-  isPastSaving,
-  PARK_DEFAULTS,
-  parkTargets,
-  ROUND_BACKOFF_DEFAULTS,
-  roundBackoffMs,
+  DISPATCH_DEFAULTS,
+  type DispatchAction,
+  type DispatchEvent,
+  type DispatchRefusal,
+  type DispatchSettings,
+  type DispatchState,
+  type DispatchView,
+  newDispatch,
+  type ParkEnding,
+  stepDispatch,
 } from "@infergrid/swayam";
 import type { BackendTracker } from "./backend-tracker.js";
-import type { ServiceView } from "./service-table.js";
-
-/** Chooses a list index inside the first n usable entries, avoiding `excluded` (Swayam's prefix rule). */
-export type PickBackend = (
-  n: number,
-  usable: (index: number) => boolean,
-  excluded: ReadonlySet<number>,
-  random: Random,
-  listLength: number,
-) => number | undefined;
+import type { BackendRef, ServiceView } from "./service-table.js";
 
 export interface DispatchTarget {
   frontendId: string;
   entry: ServiceView;
   n: number;
+  /** The service time Swayam's pruning assumes; undefined when the service does not prune. */
+  pruneServiceMs: number | undefined;
 }
 
 export interface DispatchResult {
@@ -48,31 +43,20 @@ export interface DispatcherOptions {
   parkWindowMs: number;
 }
 
-/** A slot a backend holds for the request (late binding). */
-interface HeldSlot {
-  backendId: string;
-  address: string;
-  holdId: string;
-}
-
-/** Past the park window, a backend's answer has this long to arrive before the round is given up. */
-const PARK_ANSWER_GRACE_MS = 200;
-
-/** Swayam's optional pruning: a request that can no longer finish within RT_max is dropped instead of retried. */
-export interface PruneRule {
-  arrivedAt: number;
-  rtMaxMs: number;
-  expectedServiceMs: number;
-}
-
 export interface DispatchHooks {
   onReply(backendId: string, reply: backend.ExecuteReply.$Properties, now: number): void;
   onRefusedCold(index: number): void;
 }
 
+/** A slot a backend holds for the request (late binding). */
+interface HeldSlot extends BackendRef {
+  holdId: string;
+}
+
 /** Floor of the per-attempt timeout derived from a service's latency threshold. */
 const MIN_ATTEMPT_TIMEOUT_MS = 1000;
 
+/** Errors no other backend would avoid: the request itself is at fault. */
 const NO_RETRY = new Set([
   grpc.status.INVALID_ARGUMENT,
   grpc.status.NOT_FOUND,
@@ -80,251 +64,55 @@ const NO_RETRY = new Set([
   grpc.status.FAILED_PRECONDITION,
 ]);
 
+const REFUSAL: ReadonlyMap<backend.ExecuteStatus, DispatchRefusal> = new Map([
+  [backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, "busy"],
+  [backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_COLD, "cold"],
+  [backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_PROVISIONING, "provisioning"],
+  [backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_DRAINING, "draining"],
+  [backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, "not-assigned"],
+]);
+
+const PARK_ENDING: ReadonlyMap<backend.ParkStatus, ParkEnding> = new Map([
+  [backend.ParkStatus.PARK_STATUS_TIMED_OUT, "timed-out"],
+  [backend.ParkStatus.PARK_STATUS_REFUSED_COLD, "cold"],
+  [backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING, "draining"],
+  [backend.ParkStatus.PARK_STATUS_REFUSED_NOT_ASSIGNED, "not-assigned"],
+  [backend.ParkStatus.PARK_STATUS_WITHDRAWN, "withdrawn"],
+]);
+
+const FAILURE_CODE = {
+  unavailable: grpc.status.UNAVAILABLE,
+  "deadline-exceeded": grpc.status.DEADLINE_EXCEEDED,
+  pruned: grpc.status.DEADLINE_EXCEEDED,
+} as const;
+
 /**
- * Random dispatch with retries inside the service's prefix. A refused request is retried on
- * another backend after the gap delta; a backend that cannot be reached is marked failed and the
- * request goes elsewhere at once. The frontend never queues: when the deadline is too close to
- * try again, the request ends with UNAVAILABLE and a retry hint.
+ * Runs libs/swayam's dispatch machine over gRPC and timers: every decision (which entry, when to retry, park
+ * or give up) is the machine's; this class makes the calls it asks for and feeds their outcomes back.
  */
 export class Dispatcher {
-  constructor(
-    private readonly clients: ClientCache,
-    private readonly tracker: BackendTracker,
-    private readonly pick: PickBackend,
-    private readonly random: Random,
-    private readonly options: DispatcherOptions,
-    private readonly logger: Logger,
-  ) {}
+  private readonly settings: DispatchSettings;
 
-  async dispatch(
+  constructor(
+    readonly clients: ClientCache,
+    readonly tracker: BackendTracker,
+    readonly random: Random,
+    readonly options: DispatcherOptions,
+    readonly logger: Logger,
+  ) {
+    this.settings = { ...DISPATCH_DEFAULTS, retryGapMs: options.retryGapMs, parkWindowMs: options.parkWindowMs };
+  }
+
+  /** Ends in the backend's answer, or rejects with a GrpcStatusError; exactly once. */
+  dispatch(
     current: () => DispatchTarget | undefined,
     request: inference.InferRequest.$Properties,
+    arrivedAt: number,
     deadline: number,
     hooks: DispatchHooks,
-    prune?: PruneRule,
   ): Promise<DispatchResult> {
-    const tried = new Set<string>();
-    const startedAt = Date.now();
-    const giveUpAt = deadline - this.options.answerReserveMs;
-    let attempts = 0;
-    let refusals = 0;
-    let rounds = 0;
-    let held: HeldSlot | undefined;
-    for (;;) {
-      const now = Date.now();
-      const target = current();
-      if (!target) throw new GrpcStatusError(grpc.status.NOT_FOUND, `service ${JSON.stringify(request.service)} is not registered`);
-      const list = target.entry.backends;
-      if (list.length === 0) {
-        throw new GrpcStatusError(
-          grpc.status.UNAVAILABLE,
-          `service ${request.service} has no backends`,
-          unavailableMetadata("frontend", this.options.retryAfterMs),
-        );
-      }
-      if (held) {
-        // Run in the slot a backend holds for this request, unless it can no longer make it.
-        const slot = held;
-        held = undefined;
-        if (prune && isPastSaving(Date.now(), prune.arrivedAt, prune.expectedServiceMs, prune.rtMaxMs, 1)) {
-          this.release(slot, { holdId: slot.holdId });
-          throw new GrpcStatusError(
-            grpc.status.DEADLINE_EXCEEDED,
-            `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
-          );
-        }
-        attempts += 1;
-        const outcome = await this.execute(slot, target, request, deadline, hooks, attempts, slot.holdId);
-        if (outcome.kind === "ok") return { reply: outcome.reply, backendId: slot.backendId, attempts };
-        if (outcome.kind === "refused") refusals += 1;
-        continue;
-      }
-      const excluded = new Set<number>();
-      list.forEach((b, i) => {
-        if (tried.has(b.backendId)) excluded.add(i);
-      });
-      let index = this.pick(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), excluded, this.random, list.length);
-      if (index === undefined && tried.size > 0) {
-        // Every backend of the prefix was tried: start a new round, young requests backing off so
-        // that a saturated service is not hammered by its own retries (old ones go first).
-        tried.clear();
-        rounds += 1;
-        const rtMaxMs = target.entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY;
-        const backoff = { deltaMs: this.options.retryGapMs, ...ROUND_BACKOFF_DEFAULTS };
-        if (!(await this.waitGap(giveUpAt, roundBackoffMs(rounds, now - startedAt, rtMaxMs, backoff)))) break;
-        continue;
-      }
-      if (index === undefined) {
-        // Nothing usable (all failed recently): probe one of the prefix rather than give up.
-        index = Math.floor(this.random.uniform() * Math.max(1, Math.min(target.n, list.length)));
-      }
-      const ref = list[index];
-      if (!ref) break;
-      if (prune && isPastSaving(Date.now(), prune.arrivedAt, prune.expectedServiceMs, prune.rtMaxMs, attempts)) {
-        throw new GrpcStatusError(
-          grpc.status.DEADLINE_EXCEEDED,
-          `pruned after ${attempts} attempts: it can no longer finish within the service's ${prune.rtMaxMs} ms latency threshold`,
-        );
-      }
-      if (Date.now() + this.options.retryGapMs >= giveUpAt) break;
-      attempts += 1;
-      tried.add(ref.backendId);
-      const outcome = await this.execute(ref, target, request, deadline, hooks, attempts);
-      if (outcome.kind === "ok") return { reply: outcome.reply, backendId: ref.backendId, attempts };
-      if (outcome.kind === "failed") {
-        if (Date.now() >= giveUpAt) break;
-        continue;
-      }
-      refusals += 1;
-      if (outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
-      const parkable =
-        outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY ||
-        outcome.status === backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_PROVISIONING;
-      if (parkable && this.options.parkWindowMs > 0) {
-        // Late binding once every entry of the round has refused (one may be free: probe it at once).
-        excluded.add(index);
-        if (hasUntried(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), excluded, list.length)) continue;
-        // Wait at every prefix entry at once for the first slot that frees; none in the window, and the
-        // request probes again (entries that joined the prefix meanwhile hold no park).
-        held = await this.park(target, request, startedAt, giveUpAt, hooks, prune);
-        if (held) continue;
-        tried.clear();
-      }
-      if (!(await this.waitGap(giveUpAt))) break;
-    }
-    if (attempts === 0 && Date.now() >= giveUpAt) {
-      throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before any backend was tried");
-    }
-    throw new GrpcStatusError(
-      grpc.status.UNAVAILABLE,
-      `no backend of ${request.service} could take the request before its deadline (${attempts} attempts, ${refusals} refusals)`,
-      unavailableMetadata("frontend", this.options.retryAfterMs),
-    );
-  }
-
-  /** One Execute call: the reply, or the call failed (the backend is then skipped for a while). */
-  private async execute(
-    ref: { backendId: string; address: string },
-    target: DispatchTarget,
-    request: inference.InferRequest.$Properties,
-    deadline: number,
-    hooks: DispatchHooks,
-    attempt: number,
-    holdId?: string,
-  ): Promise<
-    { kind: "ok"; reply: backend.ExecuteReply.$Properties } | { kind: "refused"; status: backend.ExecuteStatus } | { kind: "failed" }
-  > {
-    try {
-      const reply = await unaryCall(
-        this.clients.get(ref.address),
-        BackendServiceDefinition.Execute,
-        {
-          service: request.service,
-          requestId: request.requestId,
-          frontendId: target.frontendId,
-          inputs: request.inputs,
-          attempt,
-          ...(holdId ? { holdId } : {}),
-        },
-        { deadline: Math.min(deadline, Date.now() + this.attemptTimeoutMs(target.entry)) },
-      );
-      hooks.onReply(ref.backendId, reply, Date.now());
-      if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) return { kind: "ok", reply };
-      return { kind: "refused", status: reply.status ?? backend.ExecuteStatus.EXECUTE_STATUS_UNSPECIFIED };
-    } catch (err) {
-      const s = statusOf(err);
-      if (NO_RETRY.has(s.code)) throw new GrpcStatusError(s.code, s.details);
-      this.tracker.markFailed(ref.backendId, Date.now());
-      this.logger.warn(
-        { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: request.requestId },
-        "backend call failed; retrying elsewhere",
-      );
-      return { kind: "failed" };
-    }
-  }
-
-  /**
-   * One park round: a Park call to PARK_DEFAULTS.fanout usable entries of the prefix at once (at random); the
-   * first slot held for the request wins, the other calls are withdrawn and any other slot held meanwhile is
-   * released. Undefined when
-   * no slot came within the window (or the request could not wait that long).
-   */
-  private park(
-    target: DispatchTarget,
-    request: inference.InferRequest.$Properties,
-    startedAt: number,
-    giveUpAt: number,
-    hooks: DispatchHooks,
-    prune: PruneRule | undefined,
-  ): Promise<HeldSlot | undefined> {
-    const now = Date.now();
-    const list = target.entry.backends;
-    const prefix = parkTargets(
-      effectivePrefix(target.n, (i) => this.tracker.usable(list[i]?.backendId ?? "", now), list.length),
-      PARK_DEFAULTS.fanout,
-      this.random,
-    );
-    let waitMs = Math.min(this.options.parkWindowMs, giveUpAt - now - this.options.retryGapMs);
-    if (prune) waitMs = Math.min(waitMs, prune.arrivedAt + prune.rtMaxMs - prune.expectedServiceMs - now);
-    waitMs = Math.floor(waitMs);
-    if (prefix.length === 0 || waitMs < 1) return Promise.resolve(undefined);
-    const parkId = randomUUID();
-    const hung = new AbortController();
-    return new Promise<HeldSlot | undefined>((resolve) => {
-      let winner: HeldSlot | undefined;
-      let settled = false;
-      let open = prefix.length;
-      const answered = new Set<string>();
-      const finish = () => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(giveUp);
-        // Withdrawn, not cancelled: a slot held while a cancel was on its way would be lost until its hold
-        // expired; a withdrawn request's slot is given back by the backend, and a HELD reply still on its way
-        // arrives and is released.
-        for (const index of prefix) {
-          const ref = list[index];
-          if (ref && ref.backendId !== winner?.backendId && !answered.has(ref.backendId)) this.release(ref, { parkId });
-        }
-        resolve(winner);
-      };
-      const giveUp = setTimeout(() => {
-        finish();
-        hung.abort();
-      }, waitMs + PARK_ANSWER_GRACE_MS);
-      for (const index of prefix) {
-        const ref = list[index];
-        if (!ref) continue;
-        unaryCall(
-          this.clients.get(ref.address),
-          BackendServiceDefinition.Park,
-          { service: request.service, parkId, frontendId: target.frontendId, ageMs: now - startedAt, waitMs },
-          { deadline: now + waitMs + PARK_ANSWER_GRACE_MS, signal: hung.signal },
-        )
-          .then(
-            (reply) => {
-              answered.add(ref.backendId);
-              hooks.onReply(ref.backendId, { report: reply.report }, Date.now());
-              if (reply.status === backend.ParkStatus.PARK_STATUS_REFUSED_COLD) hooks.onRefusedCold(index);
-              if (reply.status === backend.ParkStatus.PARK_STATUS_HELD && reply.holdId) {
-                const slot = { backendId: ref.backendId, address: ref.address, holdId: reply.holdId };
-                if (settled) this.release(slot, { holdId: slot.holdId });
-                else {
-                  winner = slot;
-                  finish();
-                }
-              }
-            },
-            (err: unknown) => {
-              const s = statusOf(err);
-              if (s.code === grpc.status.UNAVAILABLE) this.tracker.markFailed(ref.backendId, Date.now());
-            },
-          )
-          .finally(() => {
-            open -= 1;
-            if (open === 0) finish();
-          });
-      }
+    return new Promise((resolve, reject) => {
+      new Flight(this, this.settings, current, request, deadline, hooks, resolve, reject).start(arrivedAt);
     });
   }
 
@@ -332,26 +120,222 @@ export class Dispatcher {
    * Gives a held slot back ({ holdId }), or withdraws a request's park and any slot held for it meanwhile
    * ({ parkId }). If this fails, the backend gives the slot back itself when the hold expires.
    */
-  private release(ref: { backendId: string; address: string }, what: backend.ReleaseRequest.$Properties): void {
+  release(ref: BackendRef, what: backend.ReleaseRequest.$Properties): void {
     unaryCall(this.clients.get(ref.address), BackendServiceDefinition.Release, what, { deadline: Date.now() + 1000 }).catch(
       (err: unknown) => this.logger.debug({ err, backend: ref.backendId }, "release at a backend failed (its hold expires)"),
     );
   }
 
   /**
-   * A backend that has not answered within twice the service's latency threshold has already
-   * missed it (a hung or partitioned backend): the request moves on instead of waiting out the
-   * configured maximum.
+   * A backend that has not answered within twice the service's latency threshold has already missed it (a hung
+   * or partitioned backend): the request moves on instead of waiting out the configured maximum.
    */
-  private attemptTimeoutMs(entry: ServiceView): number {
-    const rtMax = entry.spec.sla?.latencyThresholdMs ?? 0;
-    if (!(rtMax > 0)) return this.options.attemptTimeoutMs;
-    return Math.min(this.options.attemptTimeoutMs, Math.max(MIN_ATTEMPT_TIMEOUT_MS, 2 * rtMax));
+  attemptTimeoutMs(entry: ServiceView): number {
+    return Math.min(this.options.attemptTimeoutMs, Math.max(MIN_ATTEMPT_TIMEOUT_MS, 2 * entry.sla.rtMaxMs));
+  }
+}
+
+/** One request on its way through the dispatch machine. */
+class Flight {
+  private readonly state: DispatchState<string>;
+  private readonly actions: DispatchAction<string, HeldSlot>[] = [];
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private reply: { reply: backend.ExecuteReply.$Properties; backendId: string } | undefined;
+  /** The current park round: its id on the wire, the backends it went to, and the handle that cancels the calls. */
+  private park: { round: number; parkId: string; refs: Map<string, BackendRef>; hung: AbortController } | undefined;
+  private settled = false;
+
+  constructor(
+    private readonly d: Dispatcher,
+    private readonly settings: DispatchSettings,
+    private readonly current: () => DispatchTarget | undefined,
+    private readonly request: inference.InferRequest.$Properties,
+    private readonly deadline: number,
+    private readonly hooks: DispatchHooks,
+    private readonly resolve: (r: DispatchResult) => void,
+    private readonly reject: (err: unknown) => void,
+  ) {
+    this.state = newDispatch(0, deadline - d.options.answerReserveMs);
   }
 
-  private async waitGap(deadline: number, gapMs = this.options.retryGapMs): Promise<boolean> {
-    if (Date.now() + gapMs >= deadline) return false;
-    if (gapMs > 0) await sleep(gapMs);
-    return true;
+  start(arrivedAt: number): void {
+    this.state.arrivedAt = arrivedAt;
+    this.feed({ kind: "arrived" });
+  }
+
+  private feed(ev: DispatchEvent<HeldSlot>): void {
+    const now = Date.now();
+    const target = this.current();
+    const list = target?.entry.backends ?? [];
+    const tracker = this.d.tracker;
+    const view: DispatchView<string> = {
+      now,
+      n: target?.n ?? 0,
+      listLength: list.length,
+      key: (i) => list[i]?.backendId ?? "",
+      usable: (i) => tracker.usable(list[i]?.backendId ?? "", now),
+      rtMaxMs: target?.entry.sla.rtMaxMs ?? Number.POSITIVE_INFINITY,
+      pruneServiceMs: target?.pruneServiceMs,
+      random: this.d.random,
+    };
+    try {
+      stepDispatch(this.state, ev, view, this.settings, this.actions);
+      for (const a of this.actions.splice(0)) this.act(a, list, target);
+      // A round's timer fired: whoever has not answered by now is hung; its call is cancelled (after the withdraw).
+      if (ev.kind === "timer" && this.park?.round === ev.round) this.park.hung.abort();
+    } catch (err) {
+      this.settle(undefined, err);
+    }
+  }
+
+  private act(a: DispatchAction<string, HeldSlot>, list: readonly BackendRef[], target: DispatchTarget | undefined): void {
+    switch (a.kind) {
+      case "send": {
+        const ref = a.hold ?? list[a.index];
+        if (!ref || !target) throw new GrpcStatusError(grpc.status.INTERNAL, `dispatch: no list entry ${a.index}`);
+        if (a.delayMs > 0) this.after(a.delayMs, () => this.execute(ref, target, a.attempt, a.hold?.holdId));
+        else this.execute(ref, target, a.attempt, a.hold?.holdId);
+        return;
+      }
+      case "park":
+        if (target) this.sendParks(a, list, target);
+        return;
+      case "withdraw": {
+        const p = this.park;
+        if (!p || p.round !== a.round) return;
+        // Withdrawn, not cancelled: a slot held while a cancel was on its way would be lost until its hold
+        // expired; a withdrawn park's slot is given back by the backend, and a HELD reply still on its way
+        // arrives and is released.
+        for (const id of a.entries) {
+          const ref = p.refs.get(id);
+          if (ref) this.d.release(ref, { parkId: p.parkId });
+        }
+        return;
+      }
+      case "release":
+        this.d.release(a.hold, { holdId: a.hold.holdId });
+        return;
+      case "warm":
+        this.hooks.onRefusedCold(a.index);
+        return;
+      case "suspect":
+        this.d.tracker.markFailed(a.entry, Date.now());
+        return;
+      case "timer":
+        this.after(Math.max(0, a.at - Date.now()), () => this.feed({ kind: "timer", round: a.round }));
+        return;
+      case "answer":
+        if (this.reply) this.settle({ ...this.reply, attempts: this.state.attempts });
+        else this.settle(undefined, new GrpcStatusError(grpc.status.INTERNAL, "dispatch: answered without a reply"));
+        return;
+      case "fail": {
+        const service = this.request.service ?? "";
+        if (a.status === "rejected") {
+          this.settle(undefined, new GrpcStatusError(a.code ?? grpc.status.UNKNOWN, a.message));
+          return;
+        }
+        const code = FAILURE_CODE[a.status];
+        const metadata = a.status === "unavailable" ? unavailableMetadata("frontend", this.d.options.retryAfterMs) : undefined;
+        this.settle(undefined, new GrpcStatusError(code, `service ${service}: ${a.message}`, metadata));
+        return;
+      }
+    }
+  }
+
+  /** One Execute call; its outcome goes back to the machine. */
+  private execute(ref: BackendRef, target: DispatchTarget, attempt: number, holdId: string | undefined): void {
+    if (this.settled) return;
+    const now = Date.now();
+    unaryCall(
+      this.d.clients.get(ref.address),
+      BackendServiceDefinition.Execute,
+      {
+        service: this.request.service,
+        requestId: this.request.requestId,
+        frontendId: target.frontendId,
+        inputs: this.request.inputs,
+        attempt,
+        ...(holdId ? { holdId } : {}),
+      },
+      { deadline: Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry)) },
+    ).then(
+      (reply) => {
+        this.hooks.onReply(ref.backendId, reply, Date.now());
+        if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) {
+          this.reply = { reply, backendId: ref.backendId };
+          this.feed({ kind: "answered" });
+          return;
+        }
+        this.feed({ kind: "refused", reason: REFUSAL.get(reply.status ?? 0) ?? "busy" });
+      },
+      (err: unknown) => {
+        const s = statusOf(err);
+        if (NO_RETRY.has(s.code)) {
+          this.feed({ kind: "rejected", code: s.code, message: s.details });
+          return;
+        }
+        this.d.logger.warn(
+          { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: this.request.requestId },
+          "backend call failed; retrying elsewhere",
+        );
+        this.feed({ kind: "failed" });
+      },
+    );
+  }
+
+  /** Park calls to the round's entries at once; each answer goes back to the machine as held or park-ended. */
+  private sendParks(
+    a: Extract<DispatchAction<string, HeldSlot>, { kind: "park" }>,
+    list: readonly BackendRef[],
+    target: DispatchTarget,
+  ): void {
+    const now = Date.now();
+    const waitMs = Math.max(1, Math.round(a.waitMs));
+    const round = { round: a.round, parkId: randomUUID(), refs: new Map<string, BackendRef>(), hung: new AbortController() };
+    this.park = round;
+    a.indices.forEach((index, t) => {
+      const ref = list[index];
+      if (!ref) {
+        this.feed({ kind: "park-ended", round: a.round, target: t, how: "error" });
+        return;
+      }
+      round.refs.set(ref.backendId, ref);
+      unaryCall(
+        this.d.clients.get(ref.address),
+        BackendServiceDefinition.Park,
+        { service: this.request.service, parkId: round.parkId, frontendId: target.frontendId, ageMs: Math.round(a.ageMs), waitMs },
+        { deadline: now + waitMs + this.settings.parkAnswerGraceMs, signal: round.hung.signal },
+      ).then(
+        (reply) => {
+          this.hooks.onReply(ref.backendId, { report: reply.report }, Date.now());
+          if (reply.status === backend.ParkStatus.PARK_STATUS_HELD && reply.holdId) {
+            this.feed({ kind: "held", round: a.round, target: t, hold: { ...ref, holdId: reply.holdId } });
+            return;
+          }
+          this.feed({ kind: "park-ended", round: a.round, target: t, how: PARK_ENDING.get(reply.status ?? 0) ?? "error" });
+        },
+        (err: unknown) => {
+          const how = statusOf(err).code === grpc.status.UNAVAILABLE ? "unreachable" : "error";
+          this.feed({ kind: "park-ended", round: a.round, target: t, how });
+        },
+      );
+    });
+  }
+
+  private after(ms: number, run: () => void): void {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      run();
+    }, ms);
+    this.timers.add(timer);
+  }
+
+  private settle(result: DispatchResult | undefined, err?: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    if (result) this.resolve(result);
+    else this.reject(err);
   }
 }

@@ -2,7 +2,7 @@ import { subjects } from "@infergrid/control-plane";
 import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
 import { control, type inference } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
-import { PRUNE_SERVICE_QUANTILE, RecentQuantile, SlaWindowTracker } from "@infergrid/swayam";
+import { PRUNE_SERVICE_QUANTILE, RecentQuantile, SlaWindowTracker, SWAYAM_DEFAULTS } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BackendTracker } from "./backend-tracker.js";
 import type { Dispatcher } from "./dispatcher.js";
@@ -100,10 +100,10 @@ export class Frontend {
   private state(name: string): ServiceState {
     let s = this.services.get(name);
     if (!s) {
-      const sla = this.deps.table.get(name)?.spec.sla;
+      const sla = this.deps.table.get(name)?.sla;
       s = {
         scaler: this.deps.newScaler(),
-        sla: new SlaWindowTracker({ rtMaxMs: sla?.latencyThresholdMs || Number.POSITIVE_INFINITY, slMin: (sla?.percentile || 99) / 100 }),
+        sla: new SlaWindowTracker(sla ?? { rtMaxMs: Number.POSITIVE_INFINITY, slMin: SWAYAM_DEFAULTS.slMin }),
         window: new LoadWindow(Date.now()),
         frontendsEstimate: 1,
         globalRate: 0,
@@ -126,7 +126,7 @@ export class Frontend {
   private rescale(name: string, entry: ServiceView, now: number): void {
     const s = this.state(name);
     const usable = (i: number) => this.deps.tracker.usable(entry.backends[i]?.backendId ?? "", now);
-    const outcome = s.scaler.decide(now, { spec: entry.spec, listLength: entry.backends.length, minWarm: entry.minWarm, usable });
+    const outcome = s.scaler.decide(now, { service: entry, usable });
     s.frontendsEstimate = outcome.frontendsEstimate;
     s.globalRate = outcome.globalRatePerSec;
     this.inUse.set({ service: name }, outcome.n);
@@ -211,9 +211,12 @@ export class Frontend {
       const result = await this.deps.dispatcher.dispatch(
         () => {
           const e = this.deps.table.get(service);
-          return e ? { frontendId: this.deps.id, entry: e, n: this.state(service).scaler.n } : undefined;
+          if (!e) return undefined;
+          const st = this.state(service);
+          return { frontendId: this.deps.id, entry: e, n: st.scaler.n, pruneServiceMs: e.pruneLate ? st.computeTimes.value() : undefined };
         },
         request,
+        arrived,
         deadline,
         {
           onReply: (backendId, reply, now) => {
@@ -229,18 +232,11 @@ export class Frontend {
             if (ref) this.deps.warmer.warm(service, [ref], Date.now());
           },
         },
-        entry.spec.pruneLate
-          ? {
-              arrivedAt: arrived,
-              rtMaxMs: entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY,
-              expectedServiceMs: this.services.get(service)?.computeTimes.value() ?? 0,
-            }
-          : undefined,
       );
       const totalMs = Date.now() - arrived;
-      const rtMax = entry.spec.sla?.latencyThresholdMs || Number.POSITIVE_INFINITY;
-      this.state(service).window.recordCompletion(totalMs, totalMs <= rtMax, result.reply.computeMs ?? undefined);
-      this.state(service).sla.record(totalMs);
+      const st = this.state(service);
+      st.window.recordCompletion(totalMs, totalMs <= entry.sla.rtMaxMs, result.reply.computeMs ?? undefined);
+      st.sla.record(totalMs);
       this.requests.inc({ service: label, code: "OK" });
       this.latency.observe({ service: label }, totalMs / 1000);
       return {

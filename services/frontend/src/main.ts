@@ -2,7 +2,6 @@ import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { InferenceServiceDefinition } from "@infergrid/proto";
 import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
-import { pickBackend } from "@infergrid/swayam";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
 import { frontendConfig } from "./config.js";
@@ -26,7 +25,6 @@ await runService("frontend", frontendConfig, async (ctx) => {
   const dispatcher = new Dispatcher(
     clients,
     tracker,
-    pickBackend,
     systemRandom,
     {
       retryGapMs: config.retryGapMs,

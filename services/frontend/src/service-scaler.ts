@@ -1,10 +1,8 @@
-import type { control } from "@infergrid/proto";
+import { staticPrefixLength } from "@infergrid/swayam";
+import type { ServiceView } from "./service-table.js";
 
 export interface ScaleInputs {
-  spec: control.ServiceSpec;
-  listLength: number;
-  /** The allocator's floor on n for this service. */
-  minWarm: number;
+  service: ServiceView;
   /** Whether list entry i may take requests (failed backends are skipped by every frontend alike). */
   usable?: (index: number) => boolean;
 }
@@ -37,9 +35,8 @@ export class StaticScaler implements ServiceScaler {
     this.frontends = Math.max(1, frontendsSeen);
   }
 
-  decide(_now: number, inputs: ScaleInputs): ScaleOutcome {
-    const want = Math.max(inputs.minWarm, inputs.spec.initialBackends || 1, 1);
-    this.n = Math.max(1, Math.min(want, inputs.listLength));
+  decide(_now: number, { service }: ScaleInputs): ScaleOutcome {
+    this.n = staticPrefixLength(service.minWarm, service.initialBackends, service.backends.length);
     return { n: this.n, reason: "static", frontendsEstimate: this.frontends, globalRatePerSec: 0, shortfall: 0 };
   }
 }

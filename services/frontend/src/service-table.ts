@@ -1,25 +1,50 @@
 import type { ServiceRegistry } from "@infergrid/control-plane";
+import type { Lognormal } from "@infergrid/core";
 import { control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
+import { type ServiceSla, SWAYAM_DEFAULTS } from "@infergrid/swayam";
 
 export interface BackendRef {
   backendId: string;
   address: string;
 }
 
-/** A registry entry as the frontend uses it: plain, fully typed values. */
+/**
+ * A registry entry as the frontend uses it: plain, fully typed values, every default applied here and nowhere
+ * else. The allocator validates specs before it writes them; an entry that still lacks a latency threshold is
+ * not served (there is nothing to size or dispatch it against).
+ */
 export interface ServiceView {
   name: string;
   spec: control.ServiceSpec;
+  sla: ServiceSla;
+  /** Swayam's pruning: refused requests that can no longer meet RT_max are dropped. */
+  pruneLate: boolean;
+  /** The spec's initial list length (the static scaler's floor). */
+  initialBackends: number;
+  /** The registered service-time profile of an emulated model, the scaler's prior until samples come in. */
+  serviceTimePrior: Lognormal | undefined;
   backends: BackendRef[];
   version: number;
   minWarm: number;
 }
 
-export function toView(name: string, entry: control.ServiceEntry): ServiceView {
+/** The entry as a ServiceView, or why it cannot be served. */
+export function toView(name: string, entry: control.ServiceEntry): ServiceView | string {
+  const spec = control.ServiceSpec.fromObject((entry.spec ?? {}) as Record<string, unknown>);
+  const sla = spec.sla;
+  const rtMaxMs = sla?.latencyThresholdMs ?? 0;
+  if (!(Number.isFinite(rtMaxMs) && rtMaxMs > 0)) return `spec.sla.latencyThresholdMs must be positive (got ${rtMaxMs})`;
+  const percentile = sla?.percentile || SWAYAM_DEFAULTS.slMin * 100;
+  if (!(percentile > 0 && percentile < 100)) return `spec.sla.percentile must be in (0, 100) (got ${percentile})`;
+  const profile = spec.model?.kind === control.ModelKind.MODEL_KIND_EMULATED ? spec.model.profile : undefined;
   return {
     name,
-    spec: control.ServiceSpec.fromObject((entry.spec ?? {}) as Record<string, unknown>),
+    spec,
+    sla: { rtMaxMs, slMin: percentile / 100, burstFactor: sla?.burstFactor || SWAYAM_DEFAULTS.burstFactor },
+    pruneLate: spec.pruneLate === true,
+    initialBackends: Math.max(1, spec.initialBackends || 1),
+    serviceTimePrior: profile ? { shape: profile.shape ?? 0, loc: profile.locMs ?? 0, scale: profile.scaleMs ?? 0 } : undefined,
     backends: entry.backends
       .map((b) => ({ backendId: b.backendId ?? "", address: b.address ?? "" }))
       .filter((b) => b.backendId && b.address),
@@ -53,6 +78,10 @@ export class ServiceTable {
         return;
       }
       const view = toView(name, entry);
+      if (typeof view === "string") {
+        this.logger.warn({ service: name, problem: view }, "registry entry not served");
+        return;
+      }
       if (previous && previous.version > view.version) return;
       if (!previous || previous.version !== view.version) {
         this.logger.info({ service: name, version: view.version, backends: view.backends.length }, "ordered list updated");

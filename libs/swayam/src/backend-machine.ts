@@ -44,7 +44,7 @@ export interface BackendStateOptions {
   frontendWindowMs?: number;
 }
 
-export class BackendState {
+export class BackendMachine {
   readonly concurrency: number;
   readonly idleTimeoutMs: number;
   readonly frontendWindowMs: number;
@@ -78,6 +78,11 @@ export class BackendState {
 
   get requestsInFlight(): number {
     return this.inFlight;
+  }
+
+  /** Whether a request would be accepted now: warm, with fewer than `concurrency` in flight. */
+  hasFreeSlot(): boolean {
+    return this.phase === "warm" && this.inFlight < this.concurrency;
   }
 
   /** Idempotent: starts loading only from cold. The caller starts the load when startLoad is true. */

@@ -1,14 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { BackendState } from "./backend-state.js";
+import { BackendMachine } from "./backend-machine.js";
 
-function warm(b: BackendState, now = 0, service = "svc"): void {
+function warm(b: BackendMachine, now = 0, service = "svc"): void {
   b.warmUp(now, service);
   b.loadFinished(now);
 }
 
-describe("BackendState", () => {
+describe("BackendMachine", () => {
   it("warm-up is idempotent: only a cold backend starts loading", () => {
-    const b = new BackendState();
+    const b = new BackendMachine();
     expect(b.state).toBe("cold");
     expect(b.warmUp(0, "svc")).toEqual({ startLoad: true, outcome: "started" });
     expect(b.state).toBe("provisioning");
@@ -22,7 +22,7 @@ describe("BackendState", () => {
   });
 
   it("refuses with the reason of its state", () => {
-    const b = new BackendState();
+    const b = new BackendMachine();
     expect(b.tryAcquire(0, "f1")).toEqual({ accepted: false, reason: "cold" });
     b.warmUp(0, "svc");
     expect(b.tryAcquire(1, "f1")).toEqual({ accepted: false, reason: "provisioning" });
@@ -38,7 +38,7 @@ describe("BackendState", () => {
   });
 
   it("a failed load goes back to cold and the next warm-up retries", () => {
-    const b = new BackendState();
+    const b = new BackendMachine();
     b.warmUp(0, "svc");
     expect(b.loadFailed(100)).toBe(true);
     expect(b.state).toBe("cold");
@@ -46,7 +46,7 @@ describe("BackendState", () => {
   });
 
   it("honours concurrency", () => {
-    const b = new BackendState({ concurrency: 2 });
+    const b = new BackendMachine({ concurrency: 2 });
     warm(b);
     expect(b.tryAcquire(1, "f1").accepted).toBe(true);
     expect(b.tryAcquire(1, "f1").accepted).toBe(true);
@@ -59,7 +59,7 @@ describe("BackendState", () => {
   });
 
   it("decommissions exactly once, atomically, after idling T", () => {
-    const b = new BackendState({ idleTimeoutMs: 1_000 });
+    const b = new BackendMachine({ idleTimeoutMs: 1_000 });
     warm(b, 0);
     b.tryAcquire(100, "f1");
     b.release(500);
@@ -76,7 +76,7 @@ describe("BackendState", () => {
   });
 
   it("requests and warm-ups restart the idle clock; a busy backend never decommissions", () => {
-    const b = new BackendState({ idleTimeoutMs: 1_000 });
+    const b = new BackendMachine({ idleTimeoutMs: 1_000 });
     warm(b, 0);
     b.tryAcquire(900, "f1");
     expect(b.checkIdle(5_000)).toBe(false); // still busy
@@ -88,7 +88,7 @@ describe("BackendState", () => {
   });
 
   it("counts distinct frontends that sent requests (refused ones too, warm-ups not) within t_setup", () => {
-    const b = new BackendState();
+    const b = new BackendMachine();
     b.warmUp(0, "svc"); // warm-ups do not count
     b.tryAcquire(0, "f1"); // refused (provisioning) but counted
     b.loadFinished(1_000);
@@ -102,7 +102,7 @@ describe("BackendState", () => {
   });
 
   it("draining refuses new work, lets in-flight requests finish, then goes cold", () => {
-    const b = new BackendState();
+    const b = new BackendMachine();
     warm(b);
     b.tryAcquire(1, "f1");
     expect(b.drain(2)).toBe(false);
@@ -121,7 +121,7 @@ describe("BackendState", () => {
 
 describe("checkIdle at exactly the deadline", () => {
   it("fires when called at idleDeadline(), whatever the rounding", async () => {
-    const { BackendState: State } = await import("./backend-state.js");
+    const { BackendMachine: State } = await import("./backend-machine.js");
     for (const start of [0.1, 0.7, 1234.56789, 1e9 + 0.3]) {
       const b = new State({ idleTimeoutMs: 300_000.1 });
       b.warmUp(start, "s");
@@ -133,7 +133,7 @@ describe("checkIdle at exactly the deadline", () => {
   });
 
   it("counts frontends the same when asked often (cached) as a fresh scan would", () => {
-    const b = new BackendState({ frontendWindowMs: 100 });
+    const b = new BackendMachine({ frontendWindowMs: 100 });
     warm(b);
     b.tryAcquire(0, "f1");
     b.release(1);
