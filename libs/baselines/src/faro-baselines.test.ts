@@ -11,7 +11,7 @@ import {
   oneshotReplicas,
   tickLoad,
 } from "./faro-baselines.js";
-import { faroPublishedPolicy, forecastOrObserved, violatingTick } from "./faro-published.js";
+import { faroPublishedPolicy, forecastOrObserved, violatingTick } from "./faro-published-policy.js";
 import { observation as obs } from "./test-support.js";
 import type { ScalingPolicy, TickWindow } from "./types.js";
 
@@ -172,7 +172,7 @@ describe("MArk/Cocktail/Barista", () => {
   });
 });
 
-describe("Faro as published (central)", () => {
+describe("Faro as published (central controller policy)", () => {
   const jobs = [
     { name: "hot", meanServiceMs: 180, sloMs: 720, percentile: 99 },
     { name: "cool", meanServiceMs: 180, sloMs: 720, percentile: 99 },

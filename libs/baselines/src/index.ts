@@ -1,6 +1,6 @@
 export * from "./clairvoyant.js";
 export * from "./faro-baselines.js";
-export * from "./faro-published.js";
+export * from "./faro-published-policy.js";
 export * from "./fixed.js";
 export * from "./hpa.js";
 export * from "./kpa.js";

@@ -3,8 +3,8 @@
  * Random Faro-like instances (service time 100-300 ms, lognormal rates over 7 one-minute steps,
  * SLO 3-5x the service time at p99, relaxed utility, M/D/c), capacity = sum of the replicas each
  * job needs for utility 1 x {0.5, 0.8, 1.2}. Prints, per instance: the exact solver's objective,
- * time, proven gap and method; an independent plain DP optimum where affordable; and Faro as
- * published (continuous search + rounding, G = 10 groups) on the same instance.
+ * time, proven gap and method; an independent plain DP optimum where affordable; and Faro's
+ * published solver (continuous search + rounding, G = 10 groups) on the same instance.
  * Run: npm run bench:solver (after tsc -b).
  */
 
@@ -13,7 +13,7 @@ import { type Random, seededRandom, standardNormal } from "@infergrid/core";
 import type { JobSpec } from "./curves.js";
 import { curveValue } from "./curves.js";
 import type { ObjectiveSpec } from "./objectives.js";
-import { solveFaroPublished } from "./published.js";
+import { solveFaroPublished } from "./published-solver.js";
 import { type AllocationProblem, needFor, prepare, solveAllocation } from "./solver.js";
 
 function makeJobs(rnd: Random, n: number): JobSpec[] {

@@ -4,7 +4,7 @@
  *  - every `periodMs` (default 5 min) a predictive solve: each service's probabilistic forecast is read as a
  *    planning rate per step (a quantile, or the maximum of the samples), turned into a utility table with the
  *    service's SLO, service time and the M/D/c model, and the cluster objective is solved under the capacity
- *    and every service's min/max (the exact solver by default; Faro-as-published can be plugged in), then
+ *    and every service's min/max (the exact solver by default; Faro's published solver can be plugged in), then
  *    shrunk (Sec. 4.3). Replicas added now serve only after the cold start (Sec. 4.1): the tables plan it;
  *  - on every other tick a reactive stage: a service whose violation signal has been up for `reactiveTicks`
  *    consecutive ticks gets `reactiveStep` more, bounded by the free capacity (and its max). It never scales

@@ -1,5 +1,5 @@
 /**
- * Faro's baselines in the simulator (libs/baselines faro-baselines.ts, faro-published.ts run by BalancedCluster):
+ * Faro's baselines in the simulator (libs/baselines faro-baselines.ts, faro-published-policy.ts run by BalancedCluster):
  * each runs end to end on the smoke experiment, and on a controlled input each does what its rule says at the
  * time it says it. Two jobs on 12 backends: "hot" at 20 req/s (3.3 busy replicas of the 166 ms ResNet-34
  * profile), "cool" at 2 req/s; every job starts at 1 replica (FairShare at its share), cold start 10 s.

@@ -1,7 +1,8 @@
 /**
- * Faro as published, as a central controller: one loop scales every job of the cluster together (Faro's
- * autoscaler pod), where the other baselines decide each job alone. It is libs/faro's hybrid loop
- * (hybridTick) with Faro's published settings (paper-parameters.md "hybrid loop", "solver", "predictor"):
+ * Faro as published, the controller policy (the simulator's `faro-published`): one central loop scales every
+ * job of the cluster together (Faro's autoscaler pod), where the other baselines decide each job alone. It is
+ * libs/faro's hybrid loop (hybridTick) with Faro's published settings (paper-parameters.md "hybrid loop",
+ * "solver", "predictor"); the solve itself is libs/faro's published solver (published-solver.ts):
  *  - every 300 s a predictive solve of Faro-FairSum (gamma = the number of jobs) by the published solver
  *    (solveFaroPublished: the continuous derivative-free search from the current replicas, ceil, greedy
  *    removal within the capacity, shrink at utility 1), planning each forecast step at the 0.6 quantile, with
@@ -43,7 +44,7 @@ export interface FaroJob {
   maxReplicas?: number;
 }
 
-export interface FaroPublishedOptions {
+export interface FaroPublishedPolicyOptions {
   jobs: readonly FaroJob[];
   /** Default Faro-FairSum (the paper's choice at 36 and 32 replicas). */
   objective?: ObjectiveSpec;
@@ -76,7 +77,7 @@ export function forecastOrObserved(o: Observation): ServiceForecast {
   return { kind: "quantiles", levels: [0.5], values: [[t.arrivals / (t.spanMs / 1000)]] };
 }
 
-export function faroPublishedPolicy(options: FaroPublishedOptions): ClusterScalingPolicy<HybridState> {
+export function faroPublishedPolicy(options: FaroPublishedPolicyOptions): ClusterScalingPolicy<HybridState> {
   const tickMs = options.tickMs ?? FARO_TICK_MS;
   const seed = options.seed ?? 1;
   const configFor = (cluster: ClusterFacts, now: number): HybridConfig => ({

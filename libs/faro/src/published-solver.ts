@@ -1,6 +1,8 @@
 /**
- * Faro as published (Sec. 3.4 "Hierarchical Optimization", Sec. 4.2-4.3, artifact constants), kept
- * as a baseline for the simulator: a continuous relaxation of the cluster objective solved by a
+ * Faro's published solver (Sec. 3.4 "Hierarchical Optimization", Sec. 4.2-4.3, artifact constants):
+ * the allocation step alone, one solve of one problem. Faro as published, the controller that runs
+ * this solver in Faro's hybrid loop (the simulator's `faro-published` policy), is libs/baselines
+ * faro-published-policy.ts. The solve: a continuous relaxation of the cluster objective solved by a
  * derivative-free method from the current replicas (initial step 2, 1000 objective evaluations),
  * ceil, remove replicas greedily until within capacity, shrink jobs at utility 1; with more than
  * 10 jobs, G = 10 random groups (lambda_g = sum lambda, p_g = mean p) are optimised instead.
@@ -18,7 +20,7 @@ import { buildCurve, curveValue, type JobCurve, type JobSpec } from "./curves.js
 import { clusterObjective, type ObjectiveSpec } from "./objectives.js";
 import { type Allocation, type AllocationProblem, curveContext, describe, maxFit, prepare } from "./solver.js";
 
-export interface PublishedOptions {
+export interface PublishedSolverOptions {
   random: Random;
   /** Groups when there are more than `groups` jobs (default 10). */
   groups?: number;
@@ -73,7 +75,8 @@ export function projectCapped(
   return clip(h);
 }
 
-export function solveFaroPublished(problem: AllocationProblem, opts: PublishedOptions): Allocation {
+/** One solve by Faro's published solver; stats.method is "published" (or "published-grouped" with groups). */
+export function solveFaroPublished(problem: AllocationProblem, opts: PublishedSolverOptions): Allocation {
   const prep = prepare(problem);
   const jobs = problem.jobs;
   const n = jobs.length;

@@ -1,7 +1,7 @@
 import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
 import { curveValue, type JobSpec } from "./curves.js";
-import { projectCapped, solveFaroPublished } from "./published.js";
+import { projectCapped, solveFaroPublished } from "./published-solver.js";
 import { needFor, prepare, solveAllocation } from "./solver.js";
 
 const job = (i: number, lambda: number): JobSpec => ({
@@ -24,7 +24,7 @@ describe("projection onto {lo <= x <= hi, a.x <= C}", () => {
   });
 });
 
-describe("Faro as published (continuous search, ceil, greedy removal, shrink)", () => {
+describe("Faro's published solver (continuous search, ceil, greedy removal, shrink)", () => {
   it("fits the capacity and never beats the exact optimum", () => {
     for (let seed = 1; seed <= 10; seed++) {
       const rnd = seededRandom(seed);
