@@ -10,9 +10,9 @@ import {
   startService,
 } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec } from "./cluster.js";
 import { ControlWatch } from "./control-watch.js";
 import { LoadDriver } from "./load-driver.js";
+import { emulatedSpec } from "./process-cluster.js";
 
 /**
  * Swayam's fast loop on real processes: 3 frontends behind a broker, 14 backends (12 for `svc`,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./cluster.js";
+import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * Late binding on real processes: a real nats-server, the allocator, 2 backends and 2 frontends (static

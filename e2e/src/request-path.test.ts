@@ -3,8 +3,8 @@ import { InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./cluster.js";
 import { ocrClsInput } from "./ocr-input.js";
+import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * The whole request path on real processes: a real nats-server, the allocator, 4 backends,

@@ -11,7 +11,7 @@ import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
 import { type ServiceName, serviceEntry } from "@infergrid/testkit";
 import { connect as natsConnect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, FAST, registerService, startCluster, type TestCluster, waitUntilServing } from "./cluster.js";
+import { emulatedSpec, FAST, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * NATS with TLS (client certificates verified) and user/password auth, and mutual gRPC TLS

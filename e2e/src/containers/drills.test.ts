@@ -2,9 +2,9 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { repoRoot } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec } from "../cluster.js";
 import { LoadDriver } from "../load-driver.js";
-import { ContainerCluster } from "./cluster.js";
+import { emulatedSpec } from "../process-cluster.js";
+import { ContainerCluster } from "./container-cluster.js";
 import { LoadWatch } from "./watch.js";
 
 /**

@@ -1,8 +1,8 @@
 import { getContainerRuntimeClient } from "testcontainers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec } from "../cluster.js";
 import { LoadDriver } from "../load-driver.js";
-import { ContainerCluster, image } from "./cluster.js";
+import { emulatedSpec } from "../process-cluster.js";
+import { ContainerCluster, image } from "./container-cluster.js";
 import { replay, traceSlice } from "./trace.js";
 
 /**
