@@ -18,7 +18,7 @@ import { simulate, traceArrivals } from "./simulate.js";
  *
  * Tolerance: 10 % relative (|sim - real| / max(sim, real)) per service, the issue's bar. The real run is one
  * sample on a shared machine; a CPU stall of the machine shows up as late requests in the real run only.
- * The slice is short (150 s of load) to keep the test near 3 minutes; the README says how to run it longer.
+ * The slice is short (150 s of load) to keep the test near 3 minutes; docs/results.md says how to run it longer.
  */
 const TOLERANCE = 0.1;
 const SLICE = { jobs: ["serve-cluster0", "serve-cluster8"], fromMinute: 0, minutes: 25, rateScale: 0.05, seed: 1 };
