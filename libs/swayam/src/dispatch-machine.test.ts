@@ -1,4 +1,4 @@
-import { seededRandom } from "@infergrid/core";
+import { type Random, seededRandom } from "@infergrid/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -50,8 +50,8 @@ function harness(o: Partial<Harness> & { giveUpAt?: number } = {}): Harness {
 
 const random = seededRandom(7);
 
-function feed(h: Harness, ev: Event): Action[] {
-  const view: DispatchView<string> = {
+function viewOf(h: Harness, rnd: Random = random): DispatchView<string> {
+  return {
     now: h.now,
     n: h.n,
     listLength: LIST.length,
@@ -59,10 +59,13 @@ function feed(h: Harness, ev: Event): Action[] {
     usable: (i) => h.usable.has(LIST[i] as string),
     rtMaxMs: h.rtMaxMs,
     pruneServiceMs: h.pruneServiceMs,
-    random,
+    random: rnd,
   };
+}
+
+function feed(h: Harness, ev: Event): Action[] {
   const out: Action[] = [];
-  stepDispatch(h.st, ev, view, h.settings, out);
+  stepDispatch(h.st, ev, viewOf(h), h.settings, out);
   return out;
 }
 
@@ -414,16 +417,7 @@ describe("dispatch machine: properties over every interleaving", () => {
             settings: { ...SETTINGS, parkWindowMs },
           });
           const rnd = seededRandom(seed);
-          const view = (): DispatchView<string> => ({
-            now: h.now,
-            n: h.n,
-            listLength: LIST.length,
-            key: (i) => LIST[i] as string,
-            usable: () => true,
-            rtMaxMs: h.rtMaxMs,
-            pruneServiceMs: h.pruneServiceMs,
-            random: rnd,
-          });
+          const view = () => viewOf(h, rnd);
           const pending: Pending[] = [];
           const offered = new Set<string>();
           const usedOrReleased = new Set<string>();
@@ -517,16 +511,7 @@ describe("dispatch machine: properties over every interleaving", () => {
           const h = harness({ n, giveUpAt: 400, settings: { ...SETTINGS, parkWindowMs } });
           const rnd = seededRandom(seed);
           const out: Action[] = [];
-          const view = (): DispatchView<string> => ({
-            now: h.now,
-            n: h.n,
-            listLength: LIST.length,
-            key: (i) => LIST[i] as string,
-            usable: () => true,
-            rtMaxMs: 1000,
-            pruneServiceMs: undefined,
-            random: rnd,
-          });
+          const view = () => viewOf(h, rnd);
           stepDispatch(h.st, { kind: "arrived" }, view(), h.settings, out);
           for (let i = 0; i < 10_000 && h.st.phase !== "done"; i++) {
             const a = out.find((x) => x.kind === "send" || x.kind === "park");
