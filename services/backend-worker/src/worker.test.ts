@@ -342,12 +342,9 @@ describe("Worker: reassignment and decommissioning", { timeout: 5_000 }, () => {
     expect((await execute(worker, { service: "next" })).status).toBe(S.EXECUTE_STATUS_OK);
   });
 
-  // BUG (reported, not fixed here): load() in worker.ts does not check that the load which finishes is the
-  // current one. A load for the old service that completes after a reassignment and the new service's warm-up
-  // calls machine.loadFinished() while the machine provisions the new service: the backend turns warm for the new
-  // service with the old service's model (this.runtime), before the new model has loaded. Its body fails today;
-  // once load() is fixed, it.fails reports it, and the marker must go.
-  it.fails("BUG: after a reassignment during a model load, the backend turns warm only with the new service's model", async () => {
+  // A load for the old service that completes after a reassignment and the new service's warm-up must not turn
+  // the backend warm with the old model, nor (failing) cancel the new service's load.
+  it("after a reassignment during a model load, the backend turns warm only with the new service's model", async () => {
     const { worker } = setup();
     worker.onAssignment(assignment("old", 1, 1, 20));
     worker.warmUp({ service: "old" });
@@ -355,7 +352,27 @@ describe("Worker: reassignment and decommissioning", { timeout: 5_000 }, () => {
     worker.onAssignment(assignment(SERVICE, 2, 7, 150));
     worker.warmUp({ service: SERVICE });
     await vi.waitFor(() => expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE), { timeout: 1000, interval: 1 });
-    // Today it turns warm at ~20 ms, when the old load finishes, and runs the old model (1 ms) for the new service.
+    // The old load finishes first (20 ms) and is discarded: the new service runs its own model (7 ms).
+    expect((await execute(worker)).computeMs).toBe(7);
+  });
+
+  it("a load of the old service that fails after a reassignment does not cancel the new service's load", async () => {
+    const { worker } = setup();
+    worker.onAssignment(assignment("old", 1, 1, 1));
+    const load = vi.spyOn(EmulatedModel.prototype, "load").mockImplementationOnce(async () => {
+      await sleep(20);
+      throw new Error("model store unreachable");
+    });
+    try {
+      worker.warmUp({ service: "old" });
+      worker.onAssignment(assignment(SERVICE, 2, 7, 60));
+      worker.warmUp({ service: SERVICE });
+      await sleep(30); // the old load has failed by now
+      expect(worker.report().state).toBe(B.BACKEND_STATE_PROVISIONING);
+    } finally {
+      load.mockRestore();
+    }
+    await vi.waitFor(() => expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE), { timeout: 1000, interval: 1 });
     expect((await execute(worker)).computeMs).toBe(7);
   });
 

@@ -73,6 +73,8 @@ export class Worker {
   private returnedVersion: number | undefined;
   private runtime: ModelRuntime | undefined;
   private lastColdStartMs = 0;
+  /** Bumped by every load and reassignment: a load that finishes after a newer one started is discarded. */
+  private loadGeneration = 0;
   /** Backend-seconds as Swayam counts them: time not cold, provisioning included. */
   readonly meter = new BackendSecondsMeter();
   /** Requests parked here and the slots held for them (libs/swayam BackendSlots: the simulator runs the same). */
@@ -124,6 +126,7 @@ export class Worker {
       this.logger.info({ from: before || "(pool)", to: this.service || "(pool)" }, "assignment changed");
       // Reassigned: finish what is in flight for the old service, then drop its model; whoever is parked
       // here for it is told at once, and parks elsewhere.
+      this.loadGeneration += 1;
       if (before && this.machine.drain(this.now())) void this.unload();
       this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING);
     }
@@ -139,15 +142,23 @@ export class Worker {
 
   private async load(model: control.ModelSpec.$Properties | null | undefined): Promise<void> {
     const spec = toModelSpec(model, this.defaultThreads);
+    this.loadGeneration += 1;
+    const generation = this.loadGeneration;
     try {
       const runtime = createModelRuntime(spec);
       const { coldStartMs } = await runtime.load();
+      if (generation !== this.loadGeneration) {
+        // Reassigned (or warmed up anew) while it loaded: this model serves no one.
+        await runtime.unload().catch((err: unknown) => this.logger.warn({ err }, "unload failed"));
+        return;
+      }
       this.runtime = runtime;
       this.lastColdStartMs = coldStartMs;
       this.machine.loadFinished(this.now());
       this.logger.info({ model: runtime.name, coldStartMs: Math.round(coldStartMs) }, "model loaded (cold start)");
       this.serveParked();
     } catch (err) {
+      if (generation !== this.loadGeneration) return;
       this.machine.loadFailed(this.now());
       this.meter.observe(this.id, this.machine.state, this.now());
       this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_COLD);
