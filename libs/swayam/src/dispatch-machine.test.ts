@@ -252,6 +252,15 @@ describe("dispatch machine: worked cases", () => {
     expect(only(feed(h, { kind: "failed" }), "fail")).toMatchObject({ status: "unavailable" });
   });
 
+  it("an Execute that runs into the request's own deadline ends it, without suspecting the backend", () => {
+    const h = harness({ giveUpAt: 100 });
+    feed(h, { kind: "arrived" });
+    h.now = 100;
+    const actions = feed(h, { kind: "expired" });
+    expect(actions.map((a) => a.kind)).toEqual(["fail"]);
+    expect(only(actions, "fail").status).toBe("deadline-exceeded");
+  });
+
   it("a rejection (bad input) ends the request with the backend's code", () => {
     const h = harness();
     feed(h, { kind: "arrived" });
@@ -332,6 +341,7 @@ const EVENTS = (round: number): Event[] => [
   { kind: "refused", reason: "draining" },
   { kind: "refused", reason: "not-assigned" },
   { kind: "failed" },
+  { kind: "expired" },
   { kind: "rejected", code: 3, message: "bad" },
   { kind: "held", round, target: 0, hold: "h" },
   { kind: "held", round: round - 1, target: 0, hold: "stale" },
@@ -351,7 +361,7 @@ describe("dispatch machine: every event in every phase", () => {
     sending: (ev, actions) => {
       const kinds = actions.map((a) => a.kind);
       if (ev.kind === "answered") expect(kinds).toEqual(["answer"]);
-      else if (ev.kind === "rejected") expect(kinds).toEqual(["fail"]);
+      else if (ev.kind === "rejected" || ev.kind === "expired") expect(kinds).toEqual(["fail"]);
       else if (ev.kind === "failed") expect(kinds).toEqual(["suspect", "send"]);
       else if (ev.kind === "refused") expect(kinds.at(-1)).toBe("send");
       else if (ev.kind === "held") expect(actions).toEqual([{ kind: "release", hold: ev.hold }]);
@@ -470,9 +480,10 @@ describe("dispatch machine: properties over every interleaving", () => {
               h.now = Math.max(h.now, p.at);
               pending.push({ kind: "send" });
             } else if (p.kind === "send") {
-              const o = s.outcome % 8;
+              const o = s.outcome % 9;
               if (o === 0) apply({ kind: "answered" });
               else if (o === 1) apply({ kind: "failed" });
+              else if (o === 8) apply({ kind: "expired" });
               else if (o === 2) apply({ kind: "rejected", code: 3, message: "bad" });
               else apply({ kind: "refused", reason: REFUSALS[o % REFUSALS.length] as DispatchRefusal });
             } else if (p.kind === "park") {

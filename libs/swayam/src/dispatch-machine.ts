@@ -43,6 +43,8 @@ export type DispatchEvent<H> =
   | { readonly kind: "refused"; readonly reason: DispatchRefusal }
   /** The outstanding Execute failed in a way another backend may not (unreachable, hung, timed out). */
   | { readonly kind: "failed" }
+  /** The outstanding Execute ran into the request's own deadline: the request is over, the backend not to blame. */
+  | { readonly kind: "expired" }
   /** The outstanding Execute ended with an error no other backend would avoid (the request itself is bad). */
   | { readonly kind: "rejected"; readonly code: number; readonly message: string }
   /** A park call of round `round` (its `target`-th entry) answered with a slot held for the request. */
@@ -231,6 +233,10 @@ export function stepDispatch<K, H>(
       out.push({ kind: "suspect", entry: st.sendingEntry as K });
       if (view.now >= st.giveUpAt) giveUp(st, out);
       else tryNext(st, view, settings, out, 0);
+      return;
+    case "expired":
+      if (st.phase !== "sending") return;
+      end(st, out, "deadline-exceeded", `deadline passed while a backend ran it (${st.attempts} attempts)`);
       return;
     case "refused":
       if (st.phase !== "sending") return;

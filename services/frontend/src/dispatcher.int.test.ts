@@ -263,6 +263,15 @@ describe("Dispatcher over real gRPC to in-process Workers", { timeout: 8_000 }, 
     expect(b1.executes).toEqual([]);
   });
 
+  it("(f) a deadline that runs out while a backend computes: DEADLINE_EXCEEDED, and the backend is not suspected", async () => {
+    const b1 = await startBackend("b1", 300);
+    const fe = frontend([b1.ref]);
+    const s = await failure(fe.send("r1", { deadlineMs: 100 }));
+    expect(s.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(s.details).toContain("deadline passed while a backend ran it");
+    expect(fe.tracker.usable("b1", Date.now())).toBe(true);
+  });
+
   it("(f) nothing frees before the deadline: UNAVAILABLE with a retry-after hint, before the deadline, parks ended", async () => {
     const [b1, b2] = await Promise.all([startBackend("b1", 400), startBackend("b2", 400)]);
     const fe = frontend([b1.ref, b2.ref]);

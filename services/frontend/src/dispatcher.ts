@@ -246,6 +246,7 @@ class Flight {
   private execute(ref: BackendRef, target: DispatchTarget, attempt: number, holdId: string | undefined): void {
     if (this.settled) return;
     const now = Date.now();
+    const callDeadline = Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry));
     unaryCall(
       this.d.clients.get(ref.address),
       BackendServiceDefinition.Execute,
@@ -257,7 +258,7 @@ class Flight {
         attempt,
         ...(holdId ? { holdId } : {}),
       },
-      { deadline: Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry)) },
+      { deadline: callDeadline },
     ).then(
       (reply) => {
         this.hooks.onReply(ref.backendId, reply, Date.now());
@@ -272,6 +273,11 @@ class Flight {
         const s = statusOf(err);
         if (NO_RETRY.has(s.code)) {
           this.feed({ kind: "rejected", code: s.code, message: s.details });
+          return;
+        }
+        if (s.code === grpc.status.DEADLINE_EXCEEDED && callDeadline === this.deadline) {
+          // The request's own deadline ran out, not the backend's allowance: nothing to hold against it.
+          this.feed({ kind: "expired" });
           return;
         }
         this.d.logger.warn(
