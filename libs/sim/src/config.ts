@@ -1,6 +1,6 @@
 /**
  * What one simulation run is: the jobs, the cluster, the network, and the policy under test. Everything is
- * in milliseconds of virtual time. Experiments (experiments.ts) build these from a trace.
+ * in milliseconds of virtual time. Scenarios (scenario.ts, run-experiment.ts) build these from a trace.
  */
 import type { AllocationPolicy, ShareControllerOptions } from "@infergrid/allocation";
 import type { AnyClusterScalingPolicy, AnyScalingPolicy } from "@infergrid/baselines";
@@ -119,6 +119,20 @@ export interface SlowLoopSettings {
   predictor: SimPredictorOptions;
 }
 
+/**
+ * How the metrics are defined where the papers differ (a scenario's `metrics`). The metrics module implements
+ * p99 "bucketed" and binning by "completion" with no queue cap today; scenario validation rejects the rest
+ * (IMPLEMENTED_METRICS in scenario.ts) until it implements them.
+ */
+export interface MetricsDefinition {
+  /** "bucketed": libs/workload LatencyHistogram (0.5 % relative error; per-minute p99s in 12 % buckets); "exact": sorted latencies. */
+  p99: "bucketed" | "exact";
+  /** The minute a request's outcome counts in: when it completed (or was dropped), or when it arrived. */
+  binBy: "completion" | "arrival";
+  /** Requests a job's router queue holds before new arrivals are dropped (Faro's simulator: 50); undefined: no cap. */
+  queueCap?: number;
+}
+
 export interface SimConfig {
   jobs: JobSpec[];
   /** Backends in the cluster (the pool every policy shares). */
@@ -138,6 +152,8 @@ export interface SimConfig {
   seed: number;
   policy: PolicySpec;
   swayam: SwayamSettings;
+  /** The metrics' definitions (a scenario's `metrics`); undefined: bucketed p99, binned by completion, no queue cap. */
+  metrics?: MetricsDefinition;
 }
 
 export interface ArrivalEvent {

@@ -3,7 +3,8 @@
  * table) and a self-contained HTML page with the same tables and inline SVG plots (no script, no network at
  * view time). The plots show the first seed's run of each policy.
  */
-import type { ExperimentResult } from "./run-experiment.js";
+import { type ExperimentResult, settingsOf } from "./run-experiment.js";
+import type { JobSettings, Profile } from "./scenario.js";
 import type { RunResult } from "./simulate.js";
 
 export interface PolicySummary {
@@ -149,6 +150,31 @@ function perJobRows(result: ExperimentResult): { header: string[]; rows: string[
   return { header, rows };
 }
 
+/** A profile as a scenario gives it, in words. */
+function profileText(p: Profile): string {
+  switch (p.kind) {
+    case "lognormal":
+      return `lognormal (shape ${p.shape}, loc ${p.loc} ms, scale ${p.scale} ms)`;
+    case "exponential":
+      return `exponential (mean ${p.meanMs} ms)`;
+    case "deterministic":
+      return `constant ${p.ms} ms`;
+    case "measured":
+      return `measured (${p.file}, ${
+        typeof p.entry === "string"
+          ? p.entry
+          : Object.entries(p.entry)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(" ")
+      }, fit ${p.fit})`;
+  }
+}
+
+function jobText(s: JobSettings): string {
+  const scale = s.rateScale === 1 ? "" : `; counts x ${s.rateScale}`;
+  return `service time ${profileText(s.profile)}; SLO ${s.slo.latencyMs} ms at p${s.slo.percentile}; U = ${s.slo.burstFactor}${scale}`;
+}
+
 function setupLines(result: ExperimentResult): string[] {
   const e = result.experiment;
   const t = e.trace;
@@ -158,11 +184,16 @@ function setupLines(result: ExperimentResult): string[] {
     typeof e.capacity === "number"
       ? `${result.capacity} backends`
       : `${result.capacity} backends = ${e.capacity.peakSized} x the sum of the jobs' peak-sized replicas (${result.peakSized.join(" + ")})`;
+  // One line when every job has the same settings, else one per job.
+  const settings = result.jobs.map((job) => ({ job, text: jobText(settingsOf(e, job)) }));
+  const same = settings.every((s) => s.text === settings[0]?.text);
+  const m = e.metrics;
   return [
-    `- trace: \`${t.file}\`, minutes ${t.fromMinute}..${t.minutes === undefined ? "end" : t.fromMinute + t.minutes}, compression ${t.compression}, rate scale ${t.rateScale}`,
-    `- jobs: ${result.jobs.join(", ")}`,
-    `- service time: lognormal (shape ${e.profile.shape}, loc ${e.profile.loc} ms, scale ${e.profile.scale} ms); SLO ${e.sloMs} ms at p${e.slMin * 100}; U = ${e.burstFactor}`,
+    `- trace: \`${t.file}\`${t.trigger === undefined ? "" : ` (trigger ${t.trigger})`}, minutes ${t.fromMinute}..${t.minutes === undefined ? "end" : t.fromMinute + t.minutes}, compression ${t.compression}, rate scale ${t.rateScale}`,
+    `- jobs${t.busiest === undefined ? "" : ` (the ${t.busiest} busiest over the slice)`}: ${result.jobs.join(", ")}`,
+    ...(same && settings[0] !== undefined ? [`- ${settings[0].text}`] : settings.map((s) => `- ${s.job}: ${s.text}`)),
     `- cluster: ${capacity}; Swayam lists ${result.listLengths.join(", ")}; ${c.frontends} frontends deciding every ${c.autoscaleMs / 1000} s; delta ${c.retryGapMs} ms; hop ${c.hopMs} ms; cold start ${c.coldStartMs / 1000} s; T ${c.idleTimeoutMs / 1000} s; drop after ${c.dropAfterMs / 1000} s`,
+    `- metrics: p99 ${m.p99}; outcomes binned by ${m.binBy} minute; ${m.queueCap === undefined ? "no queue cap" : `queues capped at ${m.queueCap}`}`,
     `- seeds: ${seeds.join(", ")}; runs: ${result.runs.length}; total wall time ${(result.wallMs / 1000).toFixed(1)} s (trace reading included)`,
   ];
 }

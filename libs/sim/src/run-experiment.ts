@@ -1,34 +1,29 @@
 /**
- * Runs a named experiment: reads its trace (by path, never copied), builds one configuration per policy and
- * seed, simulates each and collects the results. Reporting is report.ts's job; the CLI wires both.
+ * Runs a scenario (scenario.ts): reads its trace (by path, never copied), builds one configuration per policy
+ * and seed, simulates each and collects the results. Reporting is report.ts's job; the CLI wires both.
  */
-import { existsSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { planStaticAllocation } from "@infergrid/allocation";
+import { closeSync, openSync, readSync } from "node:fs";
+import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { seededRandom } from "@infergrid/core";
-import { PARK_DEFAULTS } from "@infergrid/swayam";
-import { jobCounts, readTraceFile, selectJobs, sliceMinutes, type Trace } from "@infergrid/workload";
+import {
+  jobCounts,
+  readTraceFile,
+  scaleJob,
+  selectJobs,
+  sliceMinutes,
+  sniffFormat,
+  type Trace,
+  TraceFormatError,
+  topJobs,
+} from "@infergrid/workload";
 import type { JobSpec, SimConfig } from "./config.js";
-import { DEFAULT_SLOW_LOOP, type Experiment, PAPER_SWAYAM_TIMING } from "./experiments.js";
+import { defaultProfilesDir, defaultTracesDir, resolveInput } from "./paths.js";
 import { buildPolicy, type PolicyContext, type PolicyName, peakSizes } from "./policies.js";
+import { type MeasuredProfile, type MeasuredRow, readMeasuredRow, serviceTimeOf } from "./profiles.js";
+import { type Experiment, type JobSettings, ScenarioError } from "./scenario.js";
 import { type RunResult, simulate, traceArrivals } from "./simulate.js";
 
-/** The repository root: the nearest ancestor of this module holding pnpm-workspace.yaml. */
-export function repoRoot(from: string = dirname(fileURLToPath(import.meta.url))): string {
-  let dir = resolve(from);
-  for (;;) {
-    if (existsSync(join(dir, "pnpm-workspace.yaml"))) return dir;
-    const up = dirname(dir);
-    if (up === dir) throw new Error(`no pnpm-workspace.yaml above ${from}`);
-    dir = up;
-  }
-}
-
-/** ../shared/traces beside the repository root. */
-export function defaultTracesDir(): string {
-  return resolve(repoRoot(), "..", "shared", "traces");
-}
+export { defaultProfilesDir, defaultTracesDir, repoRoot } from "./paths.js";
 
 export interface PreparedExperiment {
   experiment: Experiment;
@@ -42,22 +37,113 @@ export interface PreparedExperiment {
   peakSized: number[];
 }
 
-export async function prepareExperiment(experiment: Experiment, tracesDir = defaultTracesDir()): Promise<PreparedExperiment> {
-  const path = join(tracesDir, experiment.trace.file);
-  if (!existsSync(path)) throw new Error(`trace not found: ${path} (set --traces to the folder holding ${experiment.trace.file})`);
-  let trace = await readTraceFile(path);
-  if (experiment.trace.jobs) trace = selectJobs(trace, experiment.trace.jobs);
-  const from = experiment.trace.fromMinute;
-  const to = experiment.trace.minutes === undefined ? trace.minutes : Math.min(trace.minutes, from + experiment.trace.minutes);
+/** The first line of a file (its header), read without reading the rest. */
+function headerLine(path: string): string {
+  const fd = openSync(path, "r");
+  try {
+    const buffer = Buffer.alloc(1 << 16);
+    const n = readSync(fd, buffer, 0, buffer.length, 0);
+    return buffer.subarray(0, n).toString("utf8").split(/\r?\n/, 1)[0] ?? "";
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * The scenario's trace: the file (beside the scenario, else in tracesDir), sliced to [fromMinute, fromMinute +
+ * minutes) first, so that nothing outside the slice is looked at (the N busiest are ranked over the slice),
+ * then the jobs selected, then each job's own rate scale applied. A raw Azure Functions 2019 day file with
+ * `busiest` keeps only the N busiest functions of the whole file while reading it (a day file holds tens of
+ * thousands of functions).
+ */
+async function readScenarioTrace(e: Experiment, tracesDir: string): Promise<Trace> {
+  const t = e.trace;
+  const source = e.dir === undefined ? e.name : `${e.name} (${e.dir})`;
+  const path = resolveInput(t.file, e.dir, tracesDir);
+  if (path === undefined)
+    throw new ScenarioError(source, [
+      `trace.file: trace not found: ${t.file} (looked ${e.dir === undefined ? "" : `beside the scenario and `}in ${tracesDir}; set --traces to the folder holding it)`,
+    ]);
+  const raw = sniffFormat(headerLine(path)) === "azure-functions-2019";
+  if (t.trigger !== undefined && !raw)
+    throw new ScenarioError(source, [`trace.trigger: applies to the Azure Functions 2019 format only; ${t.file} is a per-minute file`]);
+  let trace: Trace;
+  try {
+    trace = await readTraceFile(path, {
+      ...(t.trigger === undefined ? {} : { trigger: t.trigger }),
+      ...(raw && t.busiest !== undefined && t.jobs === undefined ? { topK: t.busiest } : {}),
+    });
+  } catch (err) {
+    if (err instanceof TraceFormatError) throw new ScenarioError(source, [`trace.file: ${err.message}`]);
+    throw err;
+  }
+  const from = t.fromMinute;
+  if (from >= trace.minutes)
+    throw new ScenarioError(source, [`trace.fromMinute: ${from} is past the end of ${t.file} (${trace.minutes} minutes)`]);
+  const to = t.minutes === undefined ? trace.minutes : Math.min(trace.minutes, from + t.minutes);
   trace = sliceMinutes(trace, from, to);
+  if (t.jobs !== undefined) {
+    const missing = t.jobs.map((name, i) => ({ name, i })).filter(({ name }) => !trace.counts.has(name));
+    if (missing.length > 0)
+      throw new ScenarioError(
+        source,
+        missing.map(({ name, i }) => `jobs[${i}]: no column ${JSON.stringify(name)} in ${t.file}; its jobs: ${trace.jobs.join(", ")}`),
+      );
+    trace = selectJobs(trace, t.jobs);
+  } else if (t.busiest !== undefined) {
+    if (t.busiest > trace.jobs.length)
+      throw new ScenarioError(source, [`jobs.busiest: ${t.busiest}, but ${t.file} has ${trace.jobs.length} jobs`]);
+    trace = topJobs(trace, t.busiest);
+  }
+  for (const job of trace.jobs) {
+    const factor = settingsOf(e, job).rateScale;
+    if (factor !== 1) trace = scaleJob(trace, job, factor);
+  }
+  return trace;
+}
+
+/** A job's settings: its own if the scenario lists it by name, else the scenario's jobDefaults. */
+export function settingsOf(e: Experiment, job: string): JobSettings {
+  const own = Object.hasOwn(e.perJob, job) ? e.perJob[job] : undefined;
+  if (own !== undefined) return own;
+  const d = e.jobDefaults;
+  if (d.profile === undefined || d.slo.latencyMs === undefined)
+    throw new ScenarioError(e.name, [
+      `jobDefaults: job ${job} takes its settings from jobDefaults, which has no ${d.profile === undefined ? "profile" : "slo.latencyMs"}`,
+    ]);
+  return { rateScale: d.rateScale, profile: d.profile, slo: { ...d.slo, latencyMs: d.slo.latencyMs } };
+}
+
+/** Swayam's SL_min from a percent: 99 -> 0.99 (rounded so that 99.9 gives 0.999, not 0.9990000000000001). */
+export function slMinOf(percentile: number): number {
+  return Number((percentile / 100).toPrecision(12));
+}
+
+export async function prepareExperiment(
+  experiment: Experiment,
+  tracesDir = defaultTracesDir(),
+  profilesDir = defaultProfilesDir(),
+): Promise<PreparedExperiment> {
+  const trace = await readScenarioTrace(experiment, tracesDir);
   const { compression, rateScale } = experiment.trace;
-  const jobs: JobSpec[] = trace.jobs.map((name) => ({
-    name,
-    serviceTime: { kind: "lognormal", dist: experiment.profile },
-    sloMs: experiment.sloMs,
-    slMin: experiment.slMin,
-    burstFactor: experiment.burstFactor,
-  }));
+  const measured = (p: MeasuredProfile): MeasuredRow => {
+    try {
+      return readMeasuredRow(p, experiment.dir, profilesDir);
+    } catch (err) {
+      throw new ScenarioError(experiment.name, [`profile: ${err instanceof Error ? err.message : String(err)}`]);
+    }
+  };
+  const jobs: JobSpec[] = trace.jobs.map((name) => {
+    const s = settingsOf(experiment, name);
+    let serviceTime: JobSpec["serviceTime"];
+    try {
+      serviceTime = serviceTimeOf(s.profile, measured);
+    } catch (err) {
+      if (err instanceof ScenarioError) throw err;
+      throw new ScenarioError(experiment.name, [`profile of job ${name}: ${err instanceof Error ? err.message : String(err)}`]);
+    }
+    return { name, serviceTime, sloMs: s.slo.latencyMs, slMin: slMinOf(s.slo.percentile), burstFactor: s.slo.burstFactor };
+  });
   // Simulated req/s of a trace minute's count: count x rateScale x compression / 60 (libs/workload ReplayOptions).
   const peakRatePerSec = trace.jobs.map((job) => (Math.max(0, ...jobCounts(trace, job)) * rateScale * compression) / 60);
   const fixedDelayMs = 4 * experiment.cluster.hopMs;
@@ -67,7 +153,10 @@ export async function prepareExperiment(experiment: Experiment, tracesDir = defa
     typeof experiment.capacity === "number"
       ? experiment.capacity
       : Math.ceil(experiment.capacity.peakSized * peakSized.reduce((a, b) => a + b, 0));
-  const listLengths = experiment.swayam.listLengths === "peak-sized" ? proportional(peakSized, capacity) : experiment.swayam.listLengths;
+  const given = experiment.swayam.listLengths;
+  if (given !== "peak-sized" && given.length !== jobs.length)
+    throw new ScenarioError(experiment.name, [`swayam.listLengths: ${given.length} entries for ${jobs.length} jobs`]);
+  const listLengths = given === "peak-sized" ? proportional(peakSized, capacity) : given;
   return {
     experiment,
     trace,
@@ -105,6 +194,7 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
   const c = e.cluster;
   const spec = buildPolicy(policy, p.policyContext);
   const slow = spec.kind === "swayam" && spec.slowLoop === true;
+  const loop = e.policyOptions.slowLoop;
   return {
     jobs: p.jobs,
     capacity: p.capacity,
@@ -113,30 +203,37 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
     coldStartMs: c.coldStartMs,
     idleTimeoutMs: c.idleTimeoutMs,
     dropAfterMs: c.dropAfterMs,
-    binMs: c.binMs ?? 60_000 / e.trace.compression,
+    binMs: c.binMs,
     seed,
     policy: spec,
     swayam: {
       frontends: c.frontends,
       autoscaleMs: c.autoscaleMs,
       retryGapMs: c.retryGapMs,
-      ...(e.swayam.timing ?? PAPER_SWAYAM_TIMING),
+      ...e.swayam.timing,
       listLengths: p.listLengths,
       minWarm: p.jobs.map(() => e.swayam.minWarm),
       bootstrap: p.jobs.map(() => e.swayam.bootstrap),
       allocate: planStaticAllocation,
       ...(spec.kind === "swayam" && spec.prune === true ? { prune: true } : {}),
-      ...(spec.kind === "swayam" && spec.park === true ? { park: { windowMs: PARK_DEFAULTS.windowMs } } : {}),
+      ...(spec.kind === "swayam" && spec.park === true ? { park: { windowMs: e.policyOptions.park.windowMs } } : {}),
       ...(slow
         ? {
             slowLoop: {
-              ...DEFAULT_SLOW_LOOP,
-              ...e.slowLoop,
-              controller: { coldStartMs: c.coldStartMs, ...DEFAULT_SLOW_LOOP.controller, ...e.slowLoop?.controller },
+              controller: {
+                coldStartMs: loop.coldStartMs,
+                objective: OBJECTIVES[loop.objective],
+                solvePeriodMs: loop.solvePeriodMs,
+                reactiveTicks: loop.reactiveTicks,
+                plan: loop.plan === "max" ? { kind: "max" } : { kind: "quantile", q: loop.plan },
+              },
+              tickMs: loop.tickMs,
+              predictor: { stepMs: loop.predictor.stepMs, quantiles: loop.predictor.quantiles, forecaster: loop.predictor.forecaster },
             },
           }
         : {}),
     },
+    metrics: e.metrics,
   };
 }
 
@@ -168,10 +265,10 @@ export interface ExperimentHooks {
 
 export async function runExperiment(
   experiment: Experiment,
-  options: { tracesDir?: string; policies?: PolicyName[]; seeds?: number[]; hooks?: ExperimentHooks } = {},
+  options: { tracesDir?: string; profilesDir?: string; policies?: PolicyName[]; seeds?: number[]; hooks?: ExperimentHooks } = {},
 ): Promise<ExperimentResult> {
   const started = performance.now();
-  const p = await prepareExperiment(experiment, options.tracesDir);
+  const p = await prepareExperiment(experiment, options.tracesDir, options.profilesDir);
   const policies = options.policies ?? experiment.policies;
   const seeds = options.seeds ?? experiment.seeds;
   const runs: RunResult[] = [];
