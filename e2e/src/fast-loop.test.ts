@@ -95,6 +95,19 @@ afterAll(async () => {
   await nats?.stop();
 });
 
+/** Late binding's counters summed over backends (parks by status, holds by how they ended), for diagnosis. */
+async function backendCounters(processes: ServiceProcess[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const p of processes.filter((b) => b.isRunning())) {
+    const text = await (await fetch(`http://${p.ready.metricsAddress}/metrics`)).text();
+    for (const line of text.split("\n")) {
+      const m = /^infergrid_backend_(parks|holds)_total\{[^}]*(?:status|how)="([^"]+)"[^}]*\} (\S+)/.exec(line);
+      if (m) out[`${m[1]}:${m[2]}`] = (out[`${m[1]}:${m[2]}`] ?? 0) + Number(m[3]);
+    }
+  }
+  return out;
+}
+
 describe("Swayam's fast loop on real processes", () => {
   it("1. load step up: the frontends agree on n, the warm set grows to it, and SLA compliance recovers", async () => {
     await new Promise((r) => setTimeout(r, 6000));
@@ -134,8 +147,10 @@ describe("Swayam's fast loop on real processes", () => {
       .map((o) => o.doneAt - o.sentAt)
       .sort((a, b) => a - b);
     console.log(
-      `last 5 s: p50 ${tail[Math.floor(tail.length * 0.5)]} ms, p99 ${tail[Math.floor(tail.length * 0.99)]} ms over ${tail.length} answers`,
+      `last 5 s: p50 ${tail[Math.floor(tail.length * 0.5)]} ms, p99 ${tail[Math.floor(tail.length * 0.99)]} ms over ${tail.length} answers; ` +
+        `failures so far by code ${JSON.stringify(driver.failureCodes())}`,
     );
+    console.log(`backends' parks and holds so far: ${JSON.stringify(await backendCounters(backends))}`);
     expect(n).toBeGreaterThan(before);
     // After settling each frontend still sizes from its own 2-second rate windows and keeps its own
     // window maximum through the scale-in cooldown, so noise can part them by one more.
@@ -268,7 +283,7 @@ describe("Swayam's fast loop on real processes", () => {
     await driver.stop();
     const c = driver.counts();
     console.log(
-      `killed frontend-2: n_F fell to 2 after ${tookMs} ms (t_setup ${T_SETUP_MS} ms); requests over the whole run: ${JSON.stringify(c)}`,
+      `killed frontend-2: n_F fell to 2 after ${tookMs} ms (t_setup ${T_SETUP_MS} ms); requests over the whole run: ${JSON.stringify(c)}, failures by code ${JSON.stringify(driver.failureCodes())}`,
     );
     expect(tookMs).toBeLessThan(2 * T_SETUP_MS + 1500);
     expect(c.lost).toBe(0);
