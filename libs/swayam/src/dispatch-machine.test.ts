@@ -205,6 +205,17 @@ describe("dispatch machine: worked cases", () => {
     expect(send.delayMs).toBe(SETTINGS.retryGapMs);
   });
 
+  it("a park call that failed without the backend's answer is withdrawn there (a slot may be held for it)", () => {
+    const h = harness();
+    const park = only(refuseRound(h), "park");
+    expect(feed(h, { kind: "park-ended", round: park.round, target: 1, how: "error" })).toEqual([
+      { kind: "withdraw", round: park.round, entries: [park.entries[1]] },
+    ]);
+    // A stale failure (the round is over) changes nothing.
+    feed(h, { kind: "held", round: park.round, target: 0, hold: "h0" });
+    expect(feed(h, { kind: "park-ended", round: park.round, target: 1, how: "error" })).toEqual([]);
+  });
+
   it("the round's timer withdraws parks that never answered (a hung backend) and probes again", () => {
     const h = harness();
     const park = only(refuseRound(h), "park");
@@ -371,7 +382,7 @@ describe("dispatch machine: every event in every phase", () => {
       const kinds = actions.map((a) => a.kind);
       if (ev.kind === "held" && ev.hold === "h") expect(kinds).toEqual(["withdraw", "send"]);
       else if (ev.kind === "held") expect(actions).toEqual([{ kind: "release", hold: ev.hold }]);
-      else if (ev.kind === "park-ended" && ev.how === "unreachable") expect(kinds).toEqual(["suspect"]);
+      else if (ev.kind === "park-ended" && ev.how === "unreachable") expect(kinds).toEqual(["withdraw", "suspect"]);
       else if (ev.kind === "timer" && ev.round === round) expect(kinds).toEqual(["withdraw", "send"]);
       else expect(actions).toEqual([]);
     },

@@ -388,6 +388,10 @@ function parkEnded<K, H>(
   if (st.phase !== "parked" || round !== st.round || (st.parkOpen & bit) === 0) return;
   st.parkOpen &= ~bit;
   const entry = st.parkEntries[target] as K;
+  // A call that failed without the backend's answer (its deadline passed, the connection broke) may have left a
+  // slot held there for the request: withdraw it, so that the slot is given back now rather than when its hold
+  // expires.
+  if (how === "error" || how === "unreachable") out.push({ kind: "withdraw", round, entries: [entry] });
   if (how === "cold") out.push({ kind: "warm", index: st.parkIndices[target] as number, entry });
   else if (how === "unreachable") out.push({ kind: "suspect", entry });
   if (st.parkOpen !== 0) return;
