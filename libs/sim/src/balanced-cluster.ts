@@ -12,6 +12,9 @@
  *    shorter-lived); a removed ready replica leaves the routing at once and finishes what it holds (graceful
  *    termination), holding its backend until then.
  * Requests that wait longer than dropAfterMs before starting are dropped (the client gave up): violations.
+ * With a queue cap (config.metrics.queueCap, Faro's router: 50), a job holds at most that many waiting
+ * requests (in its router queue and its replicas' queues together); an arrival that would wait while the job
+ * already has that many waiting is dropped at once (tail drop, Faro's HTTP 503): a violation.
  * Every request pays 4 network hops (ingress to router to replica and back), a constant here.
  *
  * The controller is either one policy per job (each decides its job alone) or one central policy deciding
@@ -109,6 +112,8 @@ export class BalancedCluster implements ClusterModel {
   private readonly central: AnyClusterScalingPolicy | undefined;
   private centralState: unknown;
   private readonly predictor: SimPredictor | undefined;
+  /** Waiting requests a job may hold (config.metrics.queueCap); infinite: no cap. */
+  private readonly queueCap: number;
 
   constructor(private readonly sim: Simulation) {
     const p = sim.config.policy;
@@ -120,6 +125,7 @@ export class BalancedCluster implements ClusterModel {
     this.routing = p.routing;
     this.periodMs = p.central?.periodMs ?? p.policies?.[0]?.periodMs ?? 1000;
     this.fixedMs = 4 * sim.config.hopMs;
+    this.queueCap = sim.config.metrics?.queueCap ?? Number.POSITIVE_INFINITY;
     this.jobs = perJob.map((policy) => {
       const w = (policy ?? (p.central as AnyClusterScalingPolicy)).windows;
       const cap = Math.ceil(Math.max(w.rateMs, w.concurrencyMs, w.concurrencyShortMs) / this.periodMs) + 2;
@@ -188,12 +194,12 @@ export class BalancedCluster implements ClusterModel {
     js.arrivals++;
     const ready = js.ready;
     if (ready.length === 0) {
-      js.central.push(req);
+      this.wait(js, js.central, req);
       return;
     }
     switch (this.routing.kind) {
       case "random":
-        this.enqueue(ready[randomInt(sim.dispatchRandom, ready.length)] as Replica, req);
+        this.enqueue(ready[randomInt(sim.dispatchRandom, ready.length)] as Replica, req, true);
         return;
       case "first-available":
         for (const r of ready) {
@@ -202,7 +208,7 @@ export class BalancedCluster implements ClusterModel {
             return;
           }
         }
-        js.central.push(req);
+        this.wait(js, js.central, req);
         return;
       case "power-of-two": {
         let r = ready[0] as Replica;
@@ -215,20 +221,36 @@ export class BalancedCluster implements ClusterModel {
           r = ongoing(b) < ongoing(a) ? b : a;
         }
         if (ongoing(r) < this.routing.maxOngoing) {
-          this.enqueue(r, req);
+          this.enqueue(r, req, true);
           return;
         }
-        js.central.push(req);
+        this.wait(js, js.central, req);
         return;
       }
     }
   }
 
-  private enqueue(r: Replica, req: number): void {
+  /** Sends req to r: started if r is free, else queued there (`arriving`: a new request, subject to the queue cap). */
+  private enqueue(r: Replica, req: number, arriving = false): void {
     if (!r.busy && r.queue.length === 0) {
       // A request that would be dropped here leaves the replica free for the next.
       this.begin(r, req);
-    } else r.queue.push(req);
+    } else if (arriving) this.wait(this.jobs[r.job] as JobState, r.queue, req);
+    else r.queue.push(req);
+  }
+
+  /**
+   * An arriving request (already counted in js.inSystem) waits in `queue`, unless its job already holds
+   * queueCap waiting requests (in system, not in service): then it is dropped at once.
+   */
+  private wait(js: JobState, queue: Fifo, req: number): void {
+    if (js.inSystem - 1 - js.busy >= this.queueCap) {
+      this.advance(js, this.sim.now);
+      js.inSystem--;
+      this.sim.drop(req);
+      return;
+    }
+    queue.push(req);
   }
 
   /** Starts req on r, or drops it if it waited past the bound (then r stays free). Returns whether it started. */

@@ -120,16 +120,18 @@ export interface SlowLoopSettings {
 }
 
 /**
- * How the metrics are defined where the papers differ (a scenario's `metrics`). The metrics module implements
- * p99 "bucketed" and binning by "completion" with no queue cap today; scenario validation rejects the rest
- * (IMPLEMENTED_METRICS in scenario.ts) until it implements them.
+ * How the metrics are defined where the papers differ (a scenario's `metrics`; metrics.ts says how each is
+ * computed). The queue cap applies in the balanced cluster (the baselines' router with queues) only.
  */
 export interface MetricsDefinition {
   /** "bucketed": libs/workload LatencyHistogram (0.5 % relative error; per-minute p99s in 12 % buckets); "exact": sorted latencies. */
   p99: "bucketed" | "exact";
   /** The minute a request's outcome counts in: when it completed (or was dropped), or when it arrived. */
   binBy: "completion" | "arrival";
-  /** Requests a job's router queue holds before new arrivals are dropped (Faro's simulator: 50); undefined: no cap. */
+  /**
+   * Waiting requests a job may hold in the balanced cluster (router and replica queues) before new arrivals are
+   * dropped at once (Faro's simulator: 50); undefined: no cap. Swayam's and the clairvoyant clusters ignore it.
+   */
   queueCap?: number;
 }
 

@@ -119,7 +119,7 @@ export class Simulation {
     readonly config: SimConfig,
     private readonly source: Iterator<ArrivalEvent>,
   ) {
-    this.metrics = new Metrics(config.jobs, config.durationMs, config.binMs);
+    this.metrics = new Metrics(config.jobs, config.durationMs, config.binMs, config.metrics);
     this.live = new LiveSignals(config.jobs);
     this.serviceRandom = seededRandom(config.seed * 7919 + 2);
     this.dispatchRandom = seededRandom(config.seed * 7919 + 3);
@@ -142,14 +142,14 @@ export class Simulation {
   complete(req: number, latencyMs: number): void {
     const job = this.requests.job[req] as number;
     const serviceMs = this.requests.service[req] as number;
-    this.metrics.completed(job, this.now, latencyMs, serviceMs);
+    this.metrics.completed(job, this.now, latencyMs, serviceMs, this.requests.arrival[req] as number);
     this.live.completed(job, latencyMs, serviceMs);
     this.requests.release(req);
   }
 
-  /** A request gave up (deadline passed before it could start): a violation. Frees the request. */
+  /** A request gave up (deadline passed before it could start) or was refused (a full queue): a violation. Frees the request. */
   drop(req: number): void {
-    this.metrics.recordDrop(this.requests.job[req] as number, this.now);
+    this.metrics.recordDrop(this.requests.job[req] as number, this.now, this.requests.arrival[req] as number);
     this.live.dropped(this.requests.job[req] as number);
     this.requests.release(req);
   }

@@ -15,7 +15,19 @@ export {
 } from "./scenario.js";
 
 /** The scenario files shipped in scenarios/ that code refers to by name (a test checks each exists and validates). */
-export const EXPERIMENT_NAMES = ["faro-6h", "faro-16", "faro-32", "faro-36", "faro-48", "smoke", "local-mirror", "azure-d08-d09"] as const;
+export const EXPERIMENT_NAMES = [
+  "faro-6h",
+  "faro-16",
+  "faro-32",
+  "faro-36",
+  "faro-48",
+  "faro-table7-16",
+  "faro-table7-32",
+  "faro-table7-36",
+  "smoke",
+  "local-mirror",
+  "azure-d08-d09",
+] as const;
 
 export type ExperimentName = (typeof EXPERIMENT_NAMES)[number];
 

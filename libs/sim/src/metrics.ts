@@ -5,10 +5,21 @@
  * time series in bins for the plots (arrivals, violations, backends in use, a coarse per-bin p99); and Faro's
  * job utility: each bin's (minute's) p99 latency, a dropped request counting as infinite, through the relaxed
  * utility min(SLO / p99, 1), averaged over the bins with requests (Faro's lost utility is 1 minus it, per job).
+ *
+ * The definitions where the papers differ (config.ts MetricsDefinition; the defaults first):
+ *  - p99 "bucketed": each bin's p99 is the upper edge of its 12 % histogram bucket; "exact": every latency of
+ *    the bin is kept (per job and bin) and the p99 is the nearest-rank order statistic, the ceil(0.99 n)-th
+ *    smallest of the bin's n outcomes, drops sorted last as infinite latencies. Faro's paper defines the
+ *    metric as "each job's 99th percentile latency (measurements taken every minute)", a dropped request
+ *    counting as infinite, without naming an order statistic: nearest rank is our choice.
+ *  - binBy "completion": an outcome (completion or drop) counts in the bin where it happened; "arrival": in
+ *    the bin its request arrived (per-bin violations, completions, drops, p99 and so utility).
+ * Whole-run figures (violations, p50/p99Ms, SLA compliance) do not depend on either.
  */
 import { relaxedUtility } from "@infergrid/faro";
 import { SlaWindowTracker } from "@infergrid/swayam";
 import { LatencyHistogram } from "@infergrid/workload";
+import type { MetricsDefinition } from "./config.js";
 
 /** Per-bin latency buckets: log-spaced from 1 ms to 100 s, about 12 % wide (plots only). */
 const NB = 100;
@@ -18,12 +29,13 @@ const LOG_STEP = Math.log(1e5) / NB;
 export interface JobSeries {
   /** Requests arrived per bin. */
   arrivals: Float64Array;
-  /** Violations (late or dropped) per bin, by arrival bin of the request's end. */
+  /** Violations (late or dropped) per bin: the bin of the request's end (binBy "completion") or of its arrival. */
   violations: Float64Array;
   completions: Float64Array;
   /** Mean backends held (provisioning, warm or busy) in each bin. */
   backends: Float64Array;
-  /** p99 latency of the requests completed in each bin (NaN when none), ms, within the bucket width. */
+  /** p99 latency of the requests completed in (or, binBy "arrival", arrived in) each bin (NaN when none), ms:
+   * within the bucket width, or exact (nearest rank) under p99 "exact". */
   p99: Float64Array;
 }
 
@@ -63,11 +75,17 @@ export class Metrics {
   private readonly binDropped: Float64Array;
   private readonly binBackendMs: Float64Array;
   private readonly binHist: Uint32Array;
+  private readonly byArrival: boolean;
+  /** p99 "exact": each job's completed latencies and their bins, in completion order (grown by doubling). */
+  private readonly exact: { lat: Float64Array; bin: Int32Array; n: number }[] | undefined;
+  /** p99 "exact": per job, the latencies sorted by bin then value, and each bin's start (bins + 1 offsets). */
+  private sorted: { lat: Float64Array; start: Int32Array }[] | undefined;
 
   constructor(
     readonly jobs: readonly { name: string; sloMs: number; slMin: number }[],
     readonly durationMs: number,
     readonly binMs: number,
+    readonly definition: MetricsDefinition = { p99: "bucketed", binBy: "completion" },
   ) {
     const J = jobs.length;
     this.bins = Math.max(1, Math.ceil(durationMs / binMs));
@@ -85,6 +103,9 @@ export class Metrics {
     this.binDropped = new Float64Array(J * this.bins);
     this.binBackendMs = new Float64Array(J * this.bins);
     this.binHist = new Uint32Array(J * this.bins * NB);
+    this.byArrival = definition.binBy === "arrival";
+    this.exact =
+      definition.p99 === "exact" ? jobs.map(() => ({ lat: new Float64Array(1024), bin: new Int32Array(1024), n: 0 })) : undefined;
   }
 
   private bin(t: number): number {
@@ -98,9 +119,11 @@ export class Metrics {
     this.binArrivals[i] = (this.binArrivals[i] ?? 0) + 1;
   }
 
-  completed(job: number, now: number, latencyMs: number, serviceMs: number): void {
+  /** A request of `job` that arrived at `arrivedMs` completed at `now`, seen `latencyMs` after it arrived. */
+  completed(job: number, now: number, latencyMs: number, serviceMs: number, arrivedMs = now): void {
     this.serviceMs[job] = (this.serviceMs[job] ?? 0) + serviceMs;
-    const b = job * this.bins + this.bin(now);
+    const bin = this.bin(this.byArrival ? arrivedMs : now);
+    const b = job * this.bins + bin;
     this.binDone[b] = (this.binDone[b] ?? 0) + 1;
     const slo = (this.jobs[job] as { sloMs: number }).sloMs;
     if (latencyMs > slo) {
@@ -113,12 +136,28 @@ export class Metrics {
     if (k >= NB) k = NB - 1;
     const h = b * NB + k;
     this.binHist[h] = (this.binHist[h] ?? 0) + 1;
+    const x = this.exact?.[job];
+    if (x !== undefined) {
+      if (x.n === x.lat.length) {
+        const lat = new Float64Array(x.n * 2);
+        lat.set(x.lat);
+        x.lat = lat;
+        const bins = new Int32Array(x.n * 2);
+        bins.set(x.bin);
+        x.bin = bins;
+      }
+      x.lat[x.n] = latencyMs;
+      x.bin[x.n] = bin;
+      x.n++;
+      this.sorted = undefined;
+    }
   }
 
-  recordDrop(job: number, now: number): void {
+  /** A request of `job` that arrived at `arrivedMs` was dropped at `now`: a violation, an infinite latency. */
+  recordDrop(job: number, now: number, arrivedMs = now): void {
     this.dropped[job] = (this.dropped[job] ?? 0) + 1;
     this.violations[job] = (this.violations[job] ?? 0) + 1;
-    const b = job * this.bins + this.bin(now);
+    const b = job * this.bins + this.bin(this.byArrival ? arrivedMs : now);
     this.binViolations[b] = (this.binViolations[b] ?? 0) + 1;
     this.binDropped[b] = (this.binDropped[b] ?? 0) + 1;
     (this.sla[job] as SlaWindowTracker).record(undefined);
@@ -170,6 +209,38 @@ export class Metrics {
     };
   }
 
+  /** p99 "exact": job j's latencies sorted by bin (a counting sort), then each bin's run by value. */
+  private sortedLatencies(j: number): { lat: Float64Array; start: Int32Array } {
+    if (this.sorted === undefined) {
+      this.sorted = (this.exact ?? []).map((x) => {
+        const start = new Int32Array(this.bins + 1);
+        for (let k = 0; k < x.n; k++) start[(x.bin[k] as number) + 1] = (start[(x.bin[k] as number) + 1] ?? 0) + 1;
+        for (let b = 0; b < this.bins; b++) start[b + 1] = (start[b + 1] ?? 0) + (start[b] ?? 0);
+        const fill = start.slice(0, this.bins);
+        const lat = new Float64Array(x.n);
+        for (let k = 0; k < x.n; k++) {
+          const b = x.bin[k] as number;
+          lat[fill[b] as number] = x.lat[k] as number;
+          fill[b] = (fill[b] as number) + 1;
+        }
+        for (let b = 0; b < this.bins; b++) lat.subarray(start[b] as number, start[b + 1] as number).sort();
+        return { lat, start };
+      });
+    }
+    return this.sorted[j] as { lat: Float64Array; start: Int32Array };
+  }
+
+  /**
+   * The rank-th smallest (1-based, rank <= the bin's completions) latency of job j's completions in bin b: exact
+   * under p99 "exact", else the upper edge of its histogram bucket.
+   */
+  private atRank(j: number, b: number, rank: number): number {
+    const i = j * this.bins + b;
+    if (this.exact === undefined) return bucketAtRank(this.binHist.subarray(i * NB, (i + 1) * NB), rank);
+    const s = this.sortedLatencies(j);
+    return s.lat[(s.start[b] as number) + rank - 1] as number;
+  }
+
   private utility(j: number): number {
     const slo = (this.jobs[j] as { sloMs: number }).sloMs;
     let sum = 0;
@@ -180,7 +251,7 @@ export class Metrics {
       const total = done + (this.binDropped[i] ?? 0);
       if (total === 0) continue;
       const rank = Math.ceil(0.99 * total);
-      const p99 = rank > done ? Number.POSITIVE_INFINITY : bucketAtRank(this.binHist.subarray(i * NB, (i + 1) * NB), rank);
+      const p99 = rank > done ? Number.POSITIVE_INFINITY : this.atRank(j, b, rank);
       sum += relaxedUtility(p99, slo);
       bins++;
     }
@@ -232,7 +303,7 @@ export class Metrics {
         p99[b] = Number.NaN;
         continue;
       }
-      p99[b] = bucketPercentile(this.binHist.subarray(h, h + NB), total, 0.99);
+      p99[b] = this.atRank(j, b, Math.ceil(0.99 * total));
     }
     return {
       arrivals: slice(this.binArrivals),

@@ -177,13 +177,11 @@ describe("scenario schema", () => {
     expect(problems(`${MINIMAL}jobs: [a, b]\nswayam: { listLengths: [1, 2, 3] }\n`)).toEqual(["swayam.listLengths: 3 entries for 2 jobs"]);
   });
 
-  it("rejects the metrics' definitions the metrics module does not implement yet, saying so", () => {
-    expect(problems(`${MINIMAL}metrics: { p99: exact }\n`)).toEqual([
-      'metrics.p99: "exact" is not implemented yet in the simulator\'s metrics (libs/sim/src/metrics.ts); use "bucketed"',
-    ]);
-    expect(problems(`${MINIMAL}metrics: { binBy: arrival }\n`)[0]).toMatch(/^metrics\.binBy: "arrival" is not implemented yet/);
-    expect(problems(`${MINIMAL}metrics: { queueCap: 50 }\n`)[0]).toMatch(/^metrics\.queueCap: 50 is not implemented yet/);
+  it("accepts the metrics' definitions (Faro's: exact p99, binned by arrival, a queue cap) and rejects unknown ones", () => {
+    expect(problems(`${MINIMAL}metrics: { p99: exact, binBy: arrival, queueCap: 50 }\n`)).toEqual([]);
     expect(problems(`${MINIMAL}metrics: { p99: median }\n`)).toEqual(['metrics.p99: expected "bucketed" or "exact"']);
+    expect(problems(`${MINIMAL}metrics: { binBy: start }\n`)).toEqual(['metrics.binBy: expected "completion" or "arrival"']);
+    expect(problems(`${MINIMAL}metrics: { queueCap: 0 }\n`)[0]).toMatch(/^metrics\.queueCap: /);
     expect(problems(`${MINIMAL}metrics: { p99: bucketed, binBy: completion, queueCap: none }\n`)).toEqual([]);
   });
 

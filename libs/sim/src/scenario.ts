@@ -64,9 +64,9 @@ export const DEFAULT_SLOW_LOOP: Omit<SlowLoopSettings, "controller"> & { control
  * the others with a message saying so; whoever implements one adds it here.
  */
 export const IMPLEMENTED_METRICS = {
-  p99: ["bucketed"] as readonly MetricsDefinition["p99"][],
-  binBy: ["completion"] as readonly MetricsDefinition["binBy"][],
-  queueCap: false,
+  p99: ["bucketed", "exact"] as readonly MetricsDefinition["p99"][],
+  binBy: ["completion", "arrival"] as readonly MetricsDefinition["binBy"][],
+  queueCap: true as boolean,
 };
 
 /** A bad scenario (or a bad input it names): the message says what and where; the CLI prints it and exits 2. */
