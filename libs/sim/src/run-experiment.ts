@@ -167,7 +167,9 @@ export async function prepareExperiment(
       ...unbounded,
       capacity,
       ...(experiment.startAtOnePerJob === true ? { startAtOnePerJob: true } : {}),
-      maxReplicas: listLengths.map((n) => (n > 0 ? n : Math.floor(capacity / Math.max(1, jobs.length)))),
+      maxReplicas: listLengths.map((n) =>
+        experiment.perJobMaxReplicas === "cluster" ? capacity : n > 0 ? n : Math.floor(capacity / Math.max(1, jobs.length)),
+      ),
     },
     listLengths,
     peakSized,

@@ -312,6 +312,19 @@ ${extra}`;
     expect(p.policyContext.peakRatePerSec).toEqual([(30 * 0.5) / 60, (5 * 4 * 0.5) / 60]);
   });
 
+  it("caps each per-job autoscaler at its job's share, or at the whole cluster with perJobMaxReplicas: cluster", async () => {
+    const dir = tempDir();
+    tinyTrace(dir);
+    const shared = await prepareExperiment(scenario(dir, "jobs: [steady, small]\n"), "/nonexistent");
+    expect(shared.experiment.perJobMaxReplicas).toBe("share");
+    const caps = shared.policyContext.maxReplicas ?? [];
+    expect(caps.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(10);
+    expect(Math.max(...caps)).toBeLessThan(10);
+    const whole = await prepareExperiment(scenario(dir, "jobs: [steady, small]\nperJobMaxReplicas: cluster\n"), "/nonexistent");
+    expect(whole.policyContext.maxReplicas).toEqual([10, 10]);
+    expect(problems(`${MINIMAL}perJobMaxReplicas: all\n`)).toEqual(['perJobMaxReplicas: expected "share" or "cluster"']);
+  });
+
   it("says which job is not in the trace and which file is missing", async () => {
     const dir = tempDir();
     tinyTrace(dir);

@@ -310,6 +310,7 @@ const ScenarioSchema = z
       error: typeError("expected a number of backends or { peakSized: factor }"),
     }),
     startAtOnePerJob: z.boolean({ error: typeError("expected true or false") }).default(false),
+    perJobMaxReplicas: z.enum(["share", "cluster"], { error: typeError('expected "share" or "cluster"') }).default("share"),
     cluster: ClusterSchema,
     swayam: SwayamSchema,
     policies: z
@@ -398,6 +399,7 @@ const ScenarioSchema = z
       perJob,
       capacity: s.capacity,
       startAtOnePerJob: s.startAtOnePerJob,
+      perJobMaxReplicas: s.perJobMaxReplicas,
       cluster: { ...s.cluster, binMs: s.cluster.binMs ?? 60_000 / s.trace.compression },
       swayam: s.swayam,
       policies: s.policies,
@@ -495,6 +497,12 @@ export interface Experiment {
    * job starts at 1 replica). Otherwise a fixed allocation starts warm at its size.
    */
   startAtOnePerJob: boolean;
+  /**
+   * How far a per-job autoscaler (HPA, KPA, Ray Serve, Oneshot, AIAD, MArk) may grow one job: `share`, to the
+   * job's peak-sized share of the capacity (the default, as each would be configured with a max replicas in a
+   * shared cluster); `cluster`, to the whole capacity, the jobs then competing for it (Faro's simulator).
+   */
+  perJobMaxReplicas: "share" | "cluster";
   cluster: {
     frontends: number;
     autoscaleMs: number;
