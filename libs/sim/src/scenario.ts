@@ -15,7 +15,7 @@ import { DEFAULT_FORECASTER_SPEC, FORECASTER_MODELS } from "@infergrid/forecast"
 import { PARK_DEFAULTS } from "@infergrid/swayam";
 import { parseDocument } from "yaml";
 import { z } from "zod";
-import type { MetricsDefinition, SlowLoopSettings } from "./config.js";
+import type { MetricsDefinition, SlowLoopSettings, SwayamSettings } from "./config.js";
 import { scenariosDir } from "./paths.js";
 import { POLICY_NAMES, type PolicyName } from "./policies.js";
 import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
@@ -23,18 +23,12 @@ import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
 /** Faro's ResNet-34 profile (../shared/traces/README.md), scipy lognormal in ms. */
 export const RESNET34: Lognormal = { shape: 0.3602, loc: 72.86, scale: 86.69 };
 
-export interface SwayamTiming {
-  tSetupMs: number;
-  rateWindowMs: number;
-  rateHistoryMs: number;
-  scaleInCooldownMs: number;
-  /** The frontends counted arrivals this long before the replay began (SwayamSettings.countingLeadMs). */
-  countingLeadMs?: number;
-  /** d1 + d2 in the frontends' sizing model (SwayamSettings.modelRttMs); undefined: 2 x hopMs. */
-  modelRttMs?: number;
-}
+/** The frontends' time constants a scenario sets (the rest of SwayamSettings comes from its other fields). */
+export type SwayamTiming = Pick<
+  SwayamSettings,
+  "tSetupMs" | "rateWindowMs" | "rateHistoryMs" | "scaleInCooldownMs" | "countingLeadMs" | "modelRttMs"
+>;
 
-/** Swayam's evaluation: t_setup 10 s, 100 s rate windows over 500 s of history, scale-in after 10 minutes. */
 export const PAPER_SWAYAM_TIMING: SwayamTiming = {
   tSetupMs: 10_000,
   rateWindowMs: 100_000,
