@@ -294,7 +294,11 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect(ocr).toEqual(["be-03", "be-01"]);
     expect(Number((await registry.getAssignment("be-01"))?.version)).toBeGreaterThan(versionBefore);
     const reassigned = events.filter((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_ASSIGNED && e.backendId === "be-01");
-    expect(reassigned.map((e) => e.service)).toEqual(["ocr", "ocr"]);
+    // Assigned to ocr, then to ocr again. On a loaded machine the fake backend may not acknowledge the new
+    // assignment within the allocator's grace, and its "cold, no service" beat then counts as one more return
+    // (seen once in a fresh-clone CI run: four ASSIGNED events, all ocr); the lists' stability below still holds.
+    expect(reassigned.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(reassigned.map((e) => e.service))).toEqual(new Set(["ocr"]));
 
     // be-02 (resnet's head) decommissions without an event: its heartbeat says cold, no service.
     await eventually("be-02 acknowledged resnet", () => (fakes.service("be-02") === "resnet" ? true : undefined));
