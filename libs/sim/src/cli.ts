@@ -13,6 +13,8 @@ import { isExperimentName } from "./experiments.js";
 import { runExperimentInProcesses } from "./parallel.js";
 import { defaultProfilesDir, defaultTracesDir, repoRoot } from "./paths.js";
 import { isPolicyName, POLICY_NAMES, type PolicyName } from "./policies.js";
+import { kairosDescription, runKairosCli } from "./kairos-cli.js";
+import { scenarioKind } from "./kairos-scenario.js";
 import { htmlReport, markdownReport } from "./report.js";
 import { type ExperimentResult, prepareExperiment, runExperiment } from "./run-experiment.js";
 import { cutSlice, type Experiment, listScenarioFiles, loadScenario, ScenarioError, scenarioFile } from "./scenario.js";
@@ -27,14 +29,12 @@ export interface CliIO {
   stderr: NodeJS.WritableStream;
 }
 
-const policyList = (value: string): PolicyName[] => {
-  const names = value
+/** Policy names as given; which are known depends on the scenario's kind, so run() checks them. */
+const policyList = (value: string): string[] =>
+  value
     .split(",")
     .map((s) => s.trim())
     .filter(Boolean);
-  for (const n of names) if (!isPolicyName(n)) throw new InvalidArgumentError(`unknown policy '${n}'; known: ${POLICY_NAMES.join(", ")}`);
-  return names as PolicyName[];
-};
 
 const seedList = (value: string): number[] => {
   const seeds = value.split(",").map((s) => Number(s.trim()));
@@ -65,7 +65,7 @@ function listScenarios(io: CliIO): void {
   for (const { name, file } of listScenarioFiles()) {
     let text: string;
     try {
-      text = loadScenario(file).description;
+      text = scenarioKind(file) === "kairos" ? kairosDescription(file) : loadScenario(file).description;
     } catch (err) {
       text = `(invalid: ${err instanceof ScenarioError ? err.problems[0] : String(err)})`;
     }
@@ -78,10 +78,10 @@ function isPath(arg: string): boolean {
   return arg.includes("/") || [".yaml", ".yml", ".json"].includes(extname(arg));
 }
 
-interface Options {
+export interface Options {
   scenario?: string;
   out?: string;
-  policies?: PolicyName[];
+  policies?: string[];
   seeds?: number[];
   traces: string;
   profiles: string;
@@ -149,24 +149,32 @@ export async function main(args: readonly string[], io: CliIO = { stdout: proc.s
 async function run(positional: string | undefined, opts: Options, io: CliIO): Promise<number> {
   let experiment: Experiment;
   let named: string | undefined;
+  let file: string;
   if (opts.scenario !== undefined || (positional !== undefined && isPath(positional))) {
-    experiment = loadScenario((opts.scenario ?? positional) as string);
+    file = (opts.scenario ?? positional) as string;
   } else {
     const name = positional as string;
-    const file = scenarioFile(name);
-    if (file === undefined) {
+    const found = scenarioFile(name);
+    if (found === undefined) {
       const known = listScenarioFiles().map((s) => s.name);
       io.stderr.write(`unknown scenario '${name}' (no scenarios/${name}.yaml); known: ${known.join(", ")}\n`);
       return 2;
     }
-    experiment = loadScenario(file);
+    file = found;
     named = name;
+  }
+  if (scenarioKind(file) === "kairos") return runKairosCli(file, opts, io);
+  experiment = loadScenario(file);
+  const unknownPolicy = opts.policies?.find((p) => !isPolicyName(p));
+  if (unknownPolicy !== undefined) {
+    io.stderr.write(`unknown policy '${unknownPolicy}'; known: ${POLICY_NAMES.join(", ")}\n`);
+    return 2;
   }
   experiment = cutSlice(experiment, {
     ...(opts.fromMinute === undefined ? {} : { fromMinute: opts.fromMinute }),
     ...(opts.minutes === undefined ? {} : { minutes: opts.minutes }),
   });
-  const policies = opts.policies ?? experiment.policies;
+  const policies = (opts.policies as PolicyName[] | undefined) ?? experiment.policies;
   const seeds = opts.seeds ?? experiment.seeds;
 
   if (opts.check) {

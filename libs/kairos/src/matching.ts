@@ -1,0 +1,91 @@
+/**
+ * Kairos's query distribution (section 5.1): pending queries are matched to instances by a min-cost
+ * bipartite matching whose cost is the instance time a query would use, weighted by the instance's
+ * heterogeneity coefficient, with QoS-violating pairs priced out. Busy instances take part with their
+ * remaining time, so a large query may rather wait for the fast instance than go now to a slow one that
+ * would miss QoS; only pairs on free instances are dispatched. The baselines the paper compares with (FCFS
+ * preferring the base type, as Ribbon; random) are here too, as the same kind of decision.
+ *
+ * The assignment itself is the `munkres` package (Hungarian algorithm, rectangular matrices).
+ */
+import { type Random, randomInt } from "@infergrid/core";
+import { munkres } from "munkres";
+import { type InstanceType, profileOf, serviceMs } from "./instance-types.js";
+
+export interface PendingQuery {
+  batch: number;
+  /** Time already spent waiting since arrival (W_i). */
+  waitedMs: number;
+}
+
+export interface PoolInstance {
+  /** Index of its type in the catalogue. */
+  type: number;
+  /** Estimated time until it is free; 0 when free. */
+  busyForMs: number;
+}
+
+export interface MatchingContext {
+  /** Estimated service time of a query of `batch` items on an instance of type `type`. */
+  serviceMs(type: number, batch: number): number;
+  /** Heterogeneity coefficient per type (C_j), 1 for the base type. */
+  coefficients: readonly number[];
+  qosMs: number;
+  /** A pair predicted to finish within (1 - safeguard) of QoS only counts as meeting it (paper: xi = 0.98). */
+  safeguard: number;
+}
+
+/** A decision: dispatch queries[query] to instances[instance] now. Only free instances appear. */
+export type Assignment = readonly [query: number, instance: number];
+
+/**
+ * C_j: the base type's latency on the largest query over type j's (Kairos's Definition 1), so that one
+ * second of a slow instance weighs less than one second of the fast one.
+ */
+export function heterogeneityCoefficients(types: readonly InstanceType[], model: string, base: number, largestBatch: number): number[] {
+  const baseMs = serviceMs(profileOf(types[base] as InstanceType, model), largestBatch);
+  return types.map((t) => Math.min(1, baseMs / serviceMs(profileOf(t, model), largestBatch)));
+}
+
+/** The cost C_j * L_ij of one pair, with L_ij priced at 10 x QoS when it would miss QoS (Eq. 8). */
+export function pairCost(q: PendingQuery, inst: PoolInstance, ctx: MatchingContext): number {
+  const l = inst.busyForMs + ctx.serviceMs(inst.type, q.batch);
+  const meets = l + q.waitedMs <= (1 - ctx.safeguard) * ctx.qosMs;
+  return (ctx.coefficients[inst.type] ?? 1) * (meets ? l : 10 * ctx.qosMs);
+}
+
+/**
+ * Kairos's matching over the oldest min(m, 2n) pending queries (the artifact's bound on the matrix) and every
+ * instance; returns the pairs whose instance is free, oldest query first.
+ */
+export function kairosMatch(queries: readonly PendingQuery[], instances: readonly PoolInstance[], ctx: MatchingContext): Assignment[] {
+  if (queries.length === 0 || !instances.some((i) => i.busyForMs <= 0)) return [];
+  const m = Math.min(queries.length, 2 * instances.length);
+  const cost: number[][] = [];
+  for (let i = 0; i < m; i++) {
+    const q = queries[i] as PendingQuery;
+    cost.push(instances.map((inst) => pairCost(q, inst, ctx)));
+  }
+  const out: Assignment[] = [];
+  for (const [qi, ii] of munkres(cost)) if ((instances[ii] as PoolInstance).busyForMs <= 0) out.push([qi, ii]);
+  return out.sort((a, b) => a[0] - b[0]);
+}
+
+/** Ribbon's distribution: oldest query first, to a free base-type instance if there is one, else any free one. */
+export function fcfsPreferBase(queries: readonly PendingQuery[], instances: readonly PoolInstance[], base: number): Assignment[] {
+  const free = instances.map((inst, i) => ({ inst, i })).filter((x) => x.inst.busyForMs <= 0);
+  free.sort((a, b) => Number(b.inst.type === base) - Number(a.inst.type === base) || a.i - b.i);
+  return free.slice(0, queries.length).map((x, q) => [q, x.i] as const);
+}
+
+/** Oldest query first, each to a free instance drawn uniformly. */
+export function randomDispatch(queries: readonly PendingQuery[], instances: readonly PoolInstance[], random: Random): Assignment[] {
+  const free = instances.flatMap((inst, i) => (inst.busyForMs <= 0 ? [i] : []));
+  const out: Assignment[] = [];
+  for (let q = 0; q < queries.length && free.length > 0; q++) {
+    const k = randomInt(random, free.length);
+    out.push([q, free[k] as number]);
+    free.splice(k, 1);
+  }
+  return out;
+}
