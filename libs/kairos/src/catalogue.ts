@@ -29,7 +29,9 @@ export function buildCatalogue(spec: CatalogueSpec, profileCsv: string): Instanc
   return spec.types.map((t) => {
     const profiles: Map<string, LatencyProfile> | undefined = table.get(t.name);
     if (profiles === undefined) {
-      throw new Error(`instance type ${t.name}: the profile table ${spec.profiles} has no rows for it (it has: ${[...table.keys()].join(", ")})`);
+      throw new Error(
+        `instance type ${t.name}: the profile table ${spec.profiles} has no rows for it (it has: ${[...table.keys()].join(", ")})`,
+      );
     }
     return { ...t, profiles };
   });

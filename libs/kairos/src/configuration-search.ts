@@ -15,9 +15,6 @@ export interface Configuration {
   bound: number;
 }
 
-const costOf = (types: readonly InstanceType[], counts: readonly number[]) =>
-  counts.reduce((s, n, i) => s + n * (types[i] as InstanceType).pricePerHour, 0);
-
 /** 1e-9 USD/h of slack so that a budget equal to a sum of prices admits it despite rounding. */
 const BUDGET_EPS = 1e-9;
 
@@ -44,7 +41,9 @@ export function rankConfigurations(types: readonly InstanceType[], bound: UpperB
   walk(0, 0);
   if (out.length === 0) {
     const base = types[bound.base] as InstanceType;
-    throw new Error(`budget ${budgetPerHour} USD/h buys no configuration: one ${base.name}, the base type, costs ${base.pricePerHour} USD/h`);
+    throw new Error(
+      `budget ${budgetPerHour} USD/h buys no configuration: one ${base.name}, the base type, costs ${base.pricePerHour} USD/h`,
+    );
   }
   return out.sort((a, b) => b.bound - a.bound || a.costPerHour - b.costPerHour);
 }

@@ -55,7 +55,9 @@ export function serviceMs(profile: LatencyProfile, batch: number, which: "mean" 
 export function profileOf(type: InstanceType, model: string): LatencyProfile {
   const p = type.profiles.get(model);
   if (p === undefined) {
-    throw new Error(`instance type ${type.name} has no latency profile for model ${model} (it has: ${[...type.profiles.keys()].join(", ") || "none"})`);
+    throw new Error(
+      `instance type ${type.name} has no latency profile for model ${model} (it has: ${[...type.profiles.keys()].join(", ") || "none"})`,
+    );
   }
   return p;
 }
@@ -83,12 +85,13 @@ export function parseProfileCsv(text: string): Map<string, Map<string, LatencyPr
     const meanMs = Number(cells[cMean]);
     const p99Ms = Number(cells[cP99]);
     if (type === "" || model === "") throw new Error(`profile table line ${n + 1}: empty instance type or model`);
-    if (!Number.isInteger(batch) || batch < 1) throw new Error(`profile table line ${n + 1}: batch must be a positive integer, got "${cells[cBatch]}"`);
+    if (!Number.isInteger(batch) || batch < 1)
+      throw new Error(`profile table line ${n + 1}: batch must be a positive integer, got "${cells[cBatch]}"`);
     if (!(meanMs > 0) || !(p99Ms > 0)) throw new Error(`profile table line ${n + 1}: latencies must be positive numbers`);
-    let byModel = raw.get(type);
-    if (byModel === undefined) raw.set(type, (byModel = new Map()));
-    let pts = byModel.get(model);
-    if (pts === undefined) byModel.set(model, (pts = []));
+    const byModel = raw.get(type) ?? new Map<string, LatencyPoint[]>();
+    raw.set(type, byModel);
+    const pts = byModel.get(model) ?? [];
+    byModel.set(model, pts);
     pts.push({ batch, meanMs, p99Ms });
   }
   const out = new Map<string, Map<string, LatencyProfile>>();

@@ -47,28 +47,42 @@ export function heterogeneityCoefficients(types: readonly InstanceType[], model:
   return types.map((t) => Math.min(1, baseMs / serviceMs(profileOf(t, model), largestBatch)));
 }
 
-/** The cost C_j * L_ij of one pair, with L_ij priced at 10 x QoS when it would miss QoS (Eq. 8). */
+/**
+ * The cost of one pair: C_j * L_ij when it meets QoS with the safeguard's margin (Eqs. 2-5); a pair that
+ * meets QoS only inside the margin costs 5 x QoS more, one that misses it 10 x QoS more (Eq. 8's penalty,
+ * graded as the Kairos artifact grades it). The penalty is not weighted by C_j: weighting it would send a
+ * query that misses everywhere to the slowest instance, and one that can still make it inside the margin on
+ * the fast instance should go there.
+ */
 export function pairCost(q: PendingQuery, inst: PoolInstance, ctx: MatchingContext): number {
   const l = inst.busyForMs + ctx.serviceMs(inst.type, q.batch);
-  const meets = l + q.waitedMs <= (1 - ctx.safeguard) * ctx.qosMs;
-  return (ctx.coefficients[inst.type] ?? 1) * (meets ? l : 10 * ctx.qosMs);
+  const weighted = (ctx.coefficients[inst.type] ?? 1) * l;
+  const finish = l + q.waitedMs;
+  if (finish <= (1 - ctx.safeguard) * ctx.qosMs) return weighted;
+  return (finish <= ctx.qosMs ? 5 : 10) * ctx.qosMs + weighted;
 }
 
 /**
- * Kairos's matching over the oldest min(m, 2n) pending queries (the artifact's bound on the matrix) and every
- * instance; returns the pairs whose instance is free, oldest query first.
+ * The min-cost matching (Eqs. 4-8) of the oldest min(m, 2n) pending queries (the artifact's bound on the
+ * matrix) to every instance, busy ones included: min(rows, n) pairs.
  */
-export function kairosMatch(queries: readonly PendingQuery[], instances: readonly PoolInstance[], ctx: MatchingContext): Assignment[] {
-  if (queries.length === 0 || !instances.some((i) => i.busyForMs <= 0)) return [];
+export function kairosMatching(queries: readonly PendingQuery[], instances: readonly PoolInstance[], ctx: MatchingContext): Assignment[] {
+  if (queries.length === 0 || instances.length === 0) return [];
   const m = Math.min(queries.length, 2 * instances.length);
   const cost: number[][] = [];
   for (let i = 0; i < m; i++) {
     const q = queries[i] as PendingQuery;
     cost.push(instances.map((inst) => pairCost(q, inst, ctx)));
   }
-  const out: Assignment[] = [];
-  for (const [qi, ii] of munkres(cost)) if ((instances[ii] as PoolInstance).busyForMs <= 0) out.push([qi, ii]);
-  return out.sort((a, b) => a[0] - b[0]);
+  return munkres(cost).map(([qi, ii]) => [qi, ii] as const);
+}
+
+/** Kairos's decision: the matching's pairs whose instance is free now, oldest query first. */
+export function kairosMatch(queries: readonly PendingQuery[], instances: readonly PoolInstance[], ctx: MatchingContext): Assignment[] {
+  if (queries.length === 0 || !instances.some((i) => i.busyForMs <= 0)) return [];
+  return kairosMatching(queries, instances, ctx)
+    .filter(([, ii]) => (instances[ii] as PoolInstance).busyForMs <= 0)
+    .sort((a, b) => a[0] - b[0]);
 }
 
 /** Ribbon's distribution: oldest query first, to a free base-type instance if there is one, else any free one. */

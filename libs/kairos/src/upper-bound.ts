@@ -21,6 +21,11 @@ export interface TypeStanding {
   name: string;
   /** Smallest profiled batch whose mean service time exceeds QoS; Infinity when every query meets it. */
   violatingBatch: number;
+  /**
+   * The largest query that meets QoS on this type: the profiled batch before the violating one (a query is
+   * served at the profiled batch at or above it), 0 when even the smallest profiled batch violates.
+   */
+  largestSmallBatch: number;
   /** Share of the queries that meet QoS on this type alone. */
   smallShare: number;
   /** Queries per second on this type serving every query (meaningful for the base type). */
@@ -35,9 +40,13 @@ export interface UpperBound {
   of(counts: readonly number[]): number;
 }
 
-function violatingBatch(type: InstanceType, model: string, qosMs: number): number {
-  for (const p of profileOf(type, model).points) if (p.meanMs > qosMs) return p.batch;
-  return Number.POSITIVE_INFINITY;
+function qosRegion(type: InstanceType, model: string, qosMs: number): { violatingBatch: number; largestSmallBatch: number } {
+  let largestSmallBatch = 0;
+  for (const p of profileOf(type, model).points) {
+    if (p.meanMs > qosMs) return { violatingBatch: p.batch, largestSmallBatch };
+    largestSmallBatch = p.batch;
+  }
+  return { violatingBatch: Number.POSITIVE_INFINITY, largestSmallBatch: Number.POSITIVE_INFINITY };
 }
 
 /** Mean service time (ms) on `type` over the queries `keep` selects; NaN when it selects none. */
@@ -62,18 +71,18 @@ export function upperBound(inputs: BoundInputs): UpperBound {
   if (batches.length === 0) throw new Error("upper bound: no query sizes to compute it on");
   const largest = Math.max(...batches);
   const standings: TypeStanding[] = types.map((t) => {
-    const v = violatingBatch(t, model, qosMs);
+    const region = qosRegion(t, model, qosMs);
     return {
       name: t.name,
-      violatingBatch: v,
-      smallShare: batches.filter((b) => b < v).length / batches.length,
+      ...region,
+      smallShare: batches.filter((b) => b <= region.largestSmallBatch).length / batches.length,
       qpsAll: 1000 / meanServiceMs(t, model, batches, () => true),
     };
   });
   let base = -1;
   for (let i = 0; i < types.length; i++) {
     const s = standings[i] as TypeStanding;
-    if (s.violatingBatch <= largest) continue;
+    if (s.largestSmallBatch < largest) continue;
     const perDollar = s.qpsAll / (types[i] as InstanceType).pricePerHour;
     if (base < 0 || perDollar > (standings[base] as TypeStanding).qpsAll / (types[base] as InstanceType).pricePerHour) base = i;
   }
@@ -85,13 +94,13 @@ export function upperBound(inputs: BoundInputs): UpperBound {
   }
   const baseType = types[base] as InstanceType;
   const qb = (standings[base] as TypeStanding).qpsAll;
-  // Per aggregate region (the largest violating batch among the auxiliary types present): f', Q_b^{s+} and
-  // each type's Q_a over the region. At most one entry per distinct violating batch.
+  // Per aggregate region (the largest QoS-meeting batch among the auxiliary types present): f', Q_b^{s+}
+  // and each type's Q_a over the region. At most one entry per distinct region.
   const regions = new Map<number, { f: number; qbLarge: number; qa: number[] }>();
   const region = (agg: number) => {
     let r = regions.get(agg);
     if (r === undefined) {
-      const small = (b: number) => b < agg;
+      const small = (b: number) => b <= agg;
       const f = batches.filter(small).length / batches.length;
       const qbLarge = 1000 / meanServiceMs(baseType, model, batches, (b) => !small(b));
       const qa = types.map((t) => 1000 / meanServiceMs(t, model, batches, small));
@@ -104,12 +113,12 @@ export function upperBound(inputs: BoundInputs): UpperBound {
     const u = counts[base] ?? 0;
     let agg = 0;
     for (let i = 0; i < types.length; i++) {
-      if (i !== base && (counts[i] ?? 0) > 0) agg = Math.max(agg, (standings[i] as TypeStanding).violatingBatch);
+      if (i !== base && (counts[i] ?? 0) > 0) agg = Math.max(agg, (standings[i] as TypeStanding).largestSmallBatch);
     }
-    if (agg === 0 || u === 0) {
-      // No auxiliary instance, or no base to serve the large queries: only a base-only pool serves the mix.
-      return agg === 0 ? u * qb : 0;
-    }
+    const anyAux = counts.some((n, i) => i !== base && n > 0);
+    if (!anyAux) return u * qb;
+    // No base to serve the large queries: the mix cannot be served within QoS.
+    if (u === 0) return 0;
     const { f, qbLarge, qa } = region(agg);
     let auxQps = 0;
     for (let i = 0; i < types.length; i++) if (i !== base) auxQps += (counts[i] ?? 0) * ((qa[i] as number) || 0);

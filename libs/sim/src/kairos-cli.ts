@@ -49,7 +49,12 @@ export function runKairosCli(file: string, opts: Options, io: CliIO): number {
     return 0;
   }
   const out = resolve(opts.out ?? join(repoRoot(), ".runtime", "sim", scenario.name));
-  const bar = new SingleBar({ format: "{bar} {value}/{total} runs | {duration_formatted}", hideCursor: true, clearOnComplete: true, stream: io.stderr });
+  const bar = new SingleBar({
+    format: "{bar} {value}/{total} runs | {duration_formatted}",
+    hideCursor: true,
+    clearOnComplete: true,
+    stream: io.stderr,
+  });
   const t0 = performance.now();
   bar.start(scenario.policies.length * scenario.seeds.length, 0);
   let result: ReturnType<typeof runKairosScenario>;

@@ -108,11 +108,7 @@ export function runKairosScenario(s: KairosScenario, onRun?: (done: number, tota
   const chooseInfergrid = () => {
     if (infergrid === undefined) {
       const evalSetting = { ...setting, queries: s.search.queries };
-      const r = prunedSearch(
-        ranked,
-        (c) => throughputAtQos(evalSetting, c.counts, "kairos", c.bound, 40_000),
-        s.search.maxEvaluations,
-      );
+      const r = prunedSearch(ranked, (c) => throughputAtQos(evalSetting, c.counts, "kairos", c.bound, 40_000), s.search.maxEvaluations);
       infergrid = { pick: r.best, evaluations: r.evaluations };
     }
     return infergrid;
@@ -135,7 +131,9 @@ export function runKairosScenario(s: KairosScenario, onRun?: (done: number, tota
       if (policy === "homogeneous") {
         // The best single-type pool, FCFS; a type that cannot meet QoS for its share of queries scores 0.
         const scored = homogeneous.map((c) => ({ c, q: measure({ ...c, bound: Math.max(c.bound, 1) }) }));
-        const best = scored.reduce((a, b) => (b.q * (s.budgetPerHour / b.c.costPerHour) > a.q * (s.budgetPerHour / a.c.costPerHour) ? b : a));
+        const best = scored.reduce((a, b) =>
+          b.q * (s.budgetPerHour / b.c.costPerHour) > a.q * (s.budgetPerHour / a.c.costPerHour) ? b : a,
+        );
         config = best.c;
         throughput = best.q;
       } else {
@@ -206,6 +204,10 @@ export function kairosMarkdown(r: KairosScenarioResult): string {
   for (const policy of s.policies) {
     const run = r.runs.find((x) => x.policy === policy);
     if (run === undefined) continue;
+    if (run.throughput === 0) {
+      lines.push(`- ${policy}: misses QoS for more than ${((1 - s.target) * 100).toFixed(0)} % of queries at any rate`);
+      continue;
+    }
     const shares = run.perType
       .filter((p) => p.queries > 0)
       .map((p) => `${p.name} ${p.queries} (batch ${p.meanBatch.toFixed(0)}, ${p.meanMs.toFixed(1)} ms)`)

@@ -82,7 +82,11 @@ export function loadKairosScenario(path: string, profilesDir: string): KairosSce
     throw new ScenarioError(path, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`]);
   }
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length > 0) throw new ScenarioError(path, doc.errors.map((e) => e.message.split("\n")[0] ?? e.message));
+  if (doc.errors.length > 0)
+    throw new ScenarioError(
+      path,
+      doc.errors.map((e) => e.message.split("\n")[0] ?? e.message),
+    );
   const parsed = kairosScenarioSchema.safeParse(doc.toJS());
   if (!parsed.success) throw new ScenarioError(path, formatIssues(parsed.error.issues));
   const { catalogue, ...rest } = parsed.data;
@@ -93,7 +97,8 @@ export function loadKairosScenario(path: string, profilesDir: string): KairosSce
   let types: InstanceType[];
   try {
     types = buildCatalogue(catalogue, readFileSync(profilesFile, "utf8"));
-    for (const t of types) if (!t.profiles.has(rest.model)) throw new Error(`instance type ${t.name} has no profile for model ${rest.model}`);
+    for (const t of types)
+      if (!t.profiles.has(rest.model)) throw new Error(`instance type ${t.name} has no profile for model ${rest.model}`);
   } catch (err) {
     throw new ScenarioError(path, [`catalogue: ${err instanceof Error ? err.message : String(err)}`]);
   }

@@ -11,7 +11,8 @@ import { PARK_DEFAULTS } from "@infergrid/swayam";
 import { afterAll, describe, expect, it } from "vitest";
 import { type CliIO, main } from "./cli.js";
 import { DEFAULT_SLOW_LOOP, EXPERIMENT_NAMES, EXPERIMENTS, PAPER_SWAYAM_TIMING, RESNET34 } from "./experiments.js";
-import { repoRoot } from "./paths.js";
+import { loadKairosScenario, scenarioKind } from "./kairos-scenario.js";
+import { defaultProfilesDir, repoRoot } from "./paths.js";
 import { POLICY_NAMES } from "./policies.js";
 import { configFor, prepareExperiment } from "./run-experiment.js";
 import { cutSlice, type Experiment, listScenarioFiles, loadScenario, parseScenario, ScenarioError, scenarioFromData } from "./scenario.js";
@@ -206,7 +207,10 @@ describe("the scenarios in scenarios/", () => {
   it("every file validates, and every name the code uses has one", () => {
     const files = listScenarioFiles();
     expect(files.map((f) => f.name)).toEqual(expect.arrayContaining([...EXPERIMENT_NAMES]));
-    for (const { file } of files) expect(() => loadScenario(file), file).not.toThrow();
+    for (const { file } of files) {
+      if (scenarioKind(file) === "kairos") expect(() => loadKairosScenario(file, defaultProfilesDir()), file).not.toThrow();
+      else expect(() => loadScenario(file), file).not.toThrow();
+    }
     for (const name of EXPERIMENT_NAMES) expect(EXPERIMENTS[name].name).toBe(name);
   });
 
