@@ -1,3 +1,4 @@
+export * from "./instance-types.js";
 export * from "./pool-size.js";
 export * from "./share-controller.js";
 export * from "./share-planning.js";

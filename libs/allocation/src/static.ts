@@ -13,6 +13,11 @@ export interface ServiceDemand {
   initialBackends: number;
   /** The service's ordered list as it stands: only live backends, B_1 first. */
   currentList: readonly string[];
+  /**
+   * The backends this service may be given (a model profiled per instance type takes only backends of
+   * those types); undefined = any. Entries already in its list are not checked again.
+   */
+  accepts?: (backendId: string) => boolean;
 }
 
 export interface AllocationInput {
@@ -103,7 +108,9 @@ export function fairShares(services: readonly { name: string; target: number; he
  *  3. a service still below its fair share takes backends from the tail of the service furthest
  *     above its own (reclamation happens only when someone is short: a service may keep more
  *     than an equal share while nobody else needs it, which spares in-use backends needless churn);
- *  4. existing entries never move: lists only lose their tail or grow at the end.
+ *  4. existing entries never move: lists only lose their tail or grow at the end;
+ *  5. a service with `accepts` is given (or reclaims) only backends it accepts, and its share is capped
+ *     at how many of those exist.
  */
 export function planStaticAllocation(input: AllocationInput): AllocationDecision {
   const services = [...input.services].sort(byName);
@@ -122,11 +129,30 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
 
   const targets = new Map(services.map((s) => [s.name, staticTarget(s, input.poolSize, services.length)]));
   const available = free.length + services.reduce((n, s) => n + listOf(s.name).length, 0);
+  const takes = (s: ServiceDemand, id: string) => s.accepts === undefined || s.accepts(id);
+  // A service that takes only some backends is never entitled to more than exist of them: the rest of
+  // its share goes to the others instead of sitting free.
+  const reachable = (s: ServiceDemand) => {
+    if (s.accepts === undefined) return Number.POSITIVE_INFINITY;
+    const own = listOf(s.name);
+    const mine = new Set(own);
+    const elsewhere = services.flatMap((d) => (d.name === s.name ? [] : listOf(d.name)));
+    return own.length + [...free, ...elsewhere].filter((id) => !mine.has(id) && takes(s, id)).length;
+  };
   const shares = fairShares(
-    services.map((s) => ({ name: s.name, target: targets.get(s.name) ?? 0, held: listOf(s.name).length })),
+    services.map((s) => ({ name: s.name, target: Math.min(targets.get(s.name) ?? 0, reachable(s)), held: listOf(s.name).length })),
     available,
   );
   const shareOf = (name: string) => shares.get(name) ?? 0;
+
+  // The first free backend the service accepts, preferring one that no other service still short of its
+  // share is restricted to: an unrestricted service should not take the few backends a profiled one can use.
+  const pick = (s: ServiceDemand): number => {
+    const wantedElsewhere = (id: string) =>
+      services.some((d) => d !== s && d.accepts !== undefined && listOf(d.name).length < shareOf(d.name) && d.accepts(id));
+    const spare = free.findIndex((id) => takes(s, id) && !wantedElsewhere(id));
+    return spare >= 0 ? spare : free.findIndex((id) => takes(s, id));
+  };
 
   // Round-robin: one backend per service per round, so scarcity is shared out evenly.
   let gaveOne = true;
@@ -136,7 +162,9 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
       const list = listOf(s.name);
       if (free.length === 0) break;
       if (list.length >= shareOf(s.name)) continue;
-      list.push(free.shift() as string);
+      const i = pick(s);
+      if (i < 0) continue;
+      list.push(free.splice(i, 1)[0] as string);
       gaveOne = true;
     }
   }
@@ -150,8 +178,9 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
       let donor: ServiceDemand | undefined;
       let excess = 0;
       for (const d of services) {
+        const tail = listOf(d.name).at(-1);
         const e = listOf(d.name).length - shareOf(d.name);
-        if (e > excess) {
+        if (e > excess && tail !== undefined && takes(s, tail)) {
           donor = d;
           excess = e;
         }
