@@ -1,3 +1,4 @@
 export * from "./actuator.js";
 export * from "./kubernetes.js";
 export * from "./local.js";
+export * from "./typed-pools.js";

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { KubernetesActuator, POD_DELETION_COST, parseWorkload } from "./kubernetes.js";
+import { TypedPools } from "./typed-pools.js";
 
 /**
  * There is no Kubernetes API server on the project's machines, so these tests run the actuator
@@ -28,19 +29,28 @@ interface Recorded {
   body: unknown;
 }
 
+/** Every request the stand-in answered, whichever workload it was about. */
+const requests: Recorded[] = [];
+
+/** One Deployment (or StatefulSet) of the stand-in: its scale and its pods. */
 class StandIn {
   replicas = 0;
   resourceVersion = 1;
   pods: FakePod[] = [];
-  requests: Recorded[] = [];
   /** Makes the next PUT of the scale fail with 409, as when another writer got there first. */
   conflictsToInject = 0;
   private seq = 0;
 
+  constructor(readonly name: string) {}
+
+  get requests(): Recorded[] {
+    return requests;
+  }
+
   reset(replicas: number): void {
     this.replicas = 0;
     this.pods = [];
-    this.requests = [];
+    requests.length = 0;
     this.conflictsToInject = 0;
     this.resourceVersion = 1;
     this.setReplicas(replicas);
@@ -49,7 +59,7 @@ class StandIn {
   setReplicas(n: number): void {
     this.replicas = n;
     this.resourceVersion++;
-    while (this.pods.length < n) this.pods.push({ name: `backend-7d9f-${(this.seq++).toString(36)}`, annotations: {}, ready: true });
+    while (this.pods.length < n) this.pods.push({ name: `${this.name}-7d9f-${(this.seq++).toString(36)}`, annotations: {}, ready: true });
     // The ReplicaSet controller's choice: lowest pod-deletion-cost first, then newest.
     const cost = (p: FakePod) => Number(p.annotations[POD_DELETION_COST] ?? "0");
     while (this.pods.length > n) {
@@ -58,80 +68,89 @@ class StandIn {
     }
   }
 
-  scaleObject(kind: string, name: string): Record<string, unknown> {
+  selector(kind: string): string {
+    return `app.kubernetes.io/name=${kind === "deployments" ? this.name : `${this.name}-sts`}`;
+  }
+
+  scaleObject(kind: string): Record<string, unknown> {
     return {
       apiVersion: "autoscaling/v1",
       kind: "Scale",
-      metadata: { name, namespace: "infergrid", resourceVersion: String(this.resourceVersion) },
+      metadata: { name: this.name, namespace: "infergrid", resourceVersion: String(this.resourceVersion) },
       spec: { replicas: this.replicas },
-      status: { replicas: this.pods.length, selector: `app.kubernetes.io/name=${kind === "deployments" ? "backend" : "backend-sts"}` },
+      status: { replicas: this.pods.length, selector: this.selector(kind) },
     };
-  }
-
-  /** Answers one request; returns true once it has (every path answers exactly once). */
-  handle(req: IncomingMessage, body: string, res: ServerResponse): true {
-    const url = new URL(req.url ?? "/", "http://stand-in");
-    const parsed: unknown = body ? JSON.parse(body) : undefined;
-    this.requests.push({
-      method: req.method ?? "",
-      path: url.pathname + url.search,
-      contentType: req.headers["content-type"],
-      authorization: req.headers.authorization,
-      body: parsed,
-    });
-    const send = (status: number, obj: unknown): true => {
-      res.writeHead(status, { "content-type": "application/json" });
-      res.end(JSON.stringify(obj));
-      return true;
-    };
-    const status = (code: number, reason: string, message: string) =>
-      send(code, { kind: "Status", apiVersion: "v1", status: "Failure", reason, message, code });
-
-    let m = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/infergrid\/(deployments|statefulsets)\/([^/]+)\/scale$/);
-    if (m) {
-      const [, kind, name] = m as unknown as [string, string, string];
-      if (name !== "backend") return status(404, "NotFound", `${kind}.apps "${name}" not found`);
-      if (req.method === "GET") return send(200, this.scaleObject(kind, name));
-      if (req.method === "PUT") {
-        const scale = parsed as { metadata?: { resourceVersion?: string }; spec?: { replicas?: number } };
-        if (this.conflictsToInject > 0) {
-          this.conflictsToInject--;
-          this.resourceVersion++;
-        }
-        if (scale.metadata?.resourceVersion !== String(this.resourceVersion)) {
-          return status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again");
-        }
-        const n = scale.spec?.replicas;
-        if (typeof n !== "number" || n < 0) return status(422, "Invalid", "spec.replicas: Invalid value");
-        this.setReplicas(n);
-        return send(200, this.scaleObject(kind, name));
-      }
-    }
-    if (req.method === "GET" && url.pathname === "/api/v1/namespaces/infergrid/pods") {
-      if (url.searchParams.get("labelSelector") !== "app.kubernetes.io/name=backend") return send(200, { kind: "PodList", items: [] });
-      return send(200, {
-        kind: "PodList",
-        apiVersion: "v1",
-        items: this.pods.map((p) => ({
-          metadata: { name: p.name, namespace: "infergrid", annotations: p.annotations },
-          status: { phase: "Running", conditions: [{ type: "Ready", status: p.ready ? "True" : "False" }] },
-        })),
-      });
-    }
-    m = url.pathname.match(/^\/api\/v1\/namespaces\/infergrid\/pods\/([^/]+)$/);
-    if (m && req.method === "PATCH") {
-      const pod = this.pods.find((p) => p.name === m?.[1]);
-      if (!pod) return status(404, "NotFound", `pods "${m[1]}" not found`);
-      if (req.headers["content-type"] !== "application/merge-patch+json") return status(415, "UnsupportedMediaType", "wrong patch type");
-      const patch = parsed as { metadata?: { annotations?: Record<string, string> } };
-      Object.assign(pod.annotations, patch.metadata?.annotations ?? {});
-      return send(200, { metadata: { name: pod.name, annotations: pod.annotations } });
-    }
-    return status(404, "NotFound", `no route for ${req.method} ${url.pathname}`);
   }
 }
 
-const standIn = new StandIn();
+/** The workloads the stand-in serves, by name ("backend" always; the typed-pool tests add theirs). */
+const workloads = new Map<string, StandIn>();
+
+/** Answers one request; returns true once it has (every path answers exactly once). */
+function handle(req: IncomingMessage, body: string, res: ServerResponse): true {
+  const url = new URL(req.url ?? "/", "http://stand-in");
+  const parsed: unknown = body ? JSON.parse(body) : undefined;
+  requests.push({
+    method: req.method ?? "",
+    path: url.pathname + url.search,
+    contentType: req.headers["content-type"],
+    authorization: req.headers.authorization,
+    body: parsed,
+  });
+  const send = (status: number, obj: unknown): true => {
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(JSON.stringify(obj));
+    return true;
+  };
+  const status = (code: number, reason: string, message: string) =>
+    send(code, { kind: "Status", apiVersion: "v1", status: "Failure", reason, message, code });
+
+  let m = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/infergrid\/(deployments|statefulsets)\/([^/]+)\/scale$/);
+  if (m) {
+    const [, kind, name] = m as unknown as [string, string, string];
+    const w = workloads.get(name);
+    if (!w) return status(404, "NotFound", `${kind}.apps "${name}" not found`);
+    if (req.method === "GET") return send(200, w.scaleObject(kind));
+    if (req.method === "PUT") {
+      const scale = parsed as { metadata?: { resourceVersion?: string }; spec?: { replicas?: number } };
+      if (w.conflictsToInject > 0) {
+        w.conflictsToInject--;
+        w.resourceVersion++;
+      }
+      if (scale.metadata?.resourceVersion !== String(w.resourceVersion)) {
+        return status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again");
+      }
+      const n = scale.spec?.replicas;
+      if (typeof n !== "number" || n < 0) return status(422, "Invalid", "spec.replicas: Invalid value");
+      w.setReplicas(n);
+      return send(200, w.scaleObject(kind));
+    }
+  }
+  if (req.method === "GET" && url.pathname === "/api/v1/namespaces/infergrid/pods") {
+    const w = [...workloads.values()].find((x) => x.selector("deployments") === url.searchParams.get("labelSelector"));
+    return send(200, {
+      kind: "PodList",
+      apiVersion: "v1",
+      items: (w?.pods ?? []).map((p) => ({
+        metadata: { name: p.name, namespace: "infergrid", annotations: p.annotations },
+        status: { phase: "Running", conditions: [{ type: "Ready", status: p.ready ? "True" : "False" }] },
+      })),
+    });
+  }
+  m = url.pathname.match(/^\/api\/v1\/namespaces\/infergrid\/pods\/([^/]+)$/);
+  if (m && req.method === "PATCH") {
+    const pod = [...workloads.values()].flatMap((w) => w.pods).find((p) => p.name === m?.[1]);
+    if (!pod) return status(404, "NotFound", `pods "${m[1]}" not found`);
+    if (req.headers["content-type"] !== "application/merge-patch+json") return status(415, "UnsupportedMediaType", "wrong patch type");
+    const patch = parsed as { metadata?: { annotations?: Record<string, string> } };
+    Object.assign(pod.annotations, patch.metadata?.annotations ?? {});
+    return send(200, { metadata: { name: pod.name, annotations: pod.annotations } });
+  }
+  return status(404, "NotFound", `no route for ${req.method} ${url.pathname}`);
+}
+
+const standIn = new StandIn("backend");
+workloads.set(standIn.name, standIn);
 let server: Server;
 let kubeConfig: KubeConfig;
 
@@ -141,7 +160,7 @@ beforeAll(async () => {
     req.on("data", (c: Buffer) => {
       body += c.toString();
     });
-    req.on("end", () => standIn.handle(req, body, res));
+    req.on("end", () => handle(req, body, res));
   });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -255,5 +274,65 @@ describe("KubernetesActuator (against a local HTTP stand-in for the API server)"
     expect(() => parseWorkload("pod/backend")).toThrow(/deployment\/<name> or statefulset\/<name>/);
     expect(parseWorkload("StatefulSet/pool")).toEqual({ kind: "statefulset", name: "pool" });
     expect(standIn.requests).toHaveLength(0);
+  });
+});
+
+describe("TypedPools over one Deployment per instance type (same stand-in)", () => {
+  const g4dn = new StandIn("backend-g4dn");
+  const r5n = new StandIn("backend-r5n");
+  beforeEach(() => {
+    workloads.set(g4dn.name, g4dn);
+    workloads.set(r5n.name, r5n);
+    g4dn.reset(1);
+    r5n.reset(2);
+  });
+  const pools = () =>
+    new TypedPools([
+      { instanceType: "g4dn.xlarge", actuator: actuator("deployment/backend-g4dn"), maxCount: 3 },
+      { instanceType: "r5n.large", actuator: actuator("deployment/backend-r5n") },
+    ]);
+
+  it("reads each type's size from its own Deployment and lists its pods by that Deployment's selector", async () => {
+    const p = pools();
+    expect(await p.currentSizes()).toEqual(
+      new Map([
+        ["g4dn.xlarge", 1],
+        ["r5n.large", 2],
+      ]),
+    );
+    expect(await p.currentSize()).toBe(3);
+    const byType = await p.membersByType();
+    expect(byType.get("g4dn.xlarge")?.map((m) => m.id)).toEqual(g4dn.pods.map((x) => x.name));
+    expect(
+      byType
+        .get("r5n.large")
+        ?.map((m) => m.id)
+        .sort(),
+    ).toEqual(r5n.pods.map((x) => x.name).sort());
+  });
+
+  it("scaleTypesTo writes only the named Deployments' scale", async () => {
+    await pools().scaleTypesTo({ "r5n.large": 4 });
+    expect([g4dn.replicas, r5n.replicas, standIn.replicas]).toEqual([1, 4, 3]);
+    expect(requests.filter((r) => r.method === "PUT").map((r) => r.path)).toEqual([
+      "/apis/apps/v1/namespaces/infergrid/deployments/backend-r5n/scale",
+    ]);
+    await expect(pools().scaleTypesTo({ "g4dn.xlarge": 4 })).rejects.toThrow(/g4dn.xlarge may hold at most 3, asked for 4/);
+    await expect(pools().scaleTypesTo({ "m5.large": 1 })).rejects.toThrow(/no pool for instance type m5.large/);
+    expect(g4dn.replicas).toBe(1);
+  });
+
+  it("scaleTo grows the preferred type up to its max, then the next; a shrink marks only the pods of their own Deployment", async () => {
+    const p = pools();
+    await p.scaleTo(7);
+    expect([g4dn.replicas, r5n.replicas]).toEqual([3, 4]);
+    const idle = [g4dn.pods[0]!.name, r5n.pods[1]!.name];
+    requests.length = 0;
+    await p.scaleTo(5, { removeFirst: idle });
+    expect([g4dn.replicas, r5n.replicas]).toEqual([2, 3]);
+    const patched = requests.filter((r) => r.method === "PATCH").map((r) => r.path.split("/").at(-1));
+    expect(patched.sort()).toEqual([...idle].sort());
+    expect(g4dn.pods.map((x) => x.name)).not.toContain(idle[0]);
+    expect(r5n.pods.map((x) => x.name)).not.toContain(idle[1]);
   });
 });

@@ -9,6 +9,8 @@ export interface LocalActuatorOptions {
   entry: string;
   /** Environment for every backend on top of this process's (NATS URL, credentials, timings). */
   env?: Record<string, string>;
+  /** The instance type every backend of this pool reports (INFERGRID_INSTANCE_TYPE); default: the backend's own. */
+  instanceType?: string;
   /** Backend ids are `${idPrefix}-${n}`, n counting up from 0 and never reused. */
   idPrefix?: string;
   /** SIGTERM gives a backend this long to drain before SIGKILL. */
@@ -99,7 +101,12 @@ export class LocalProcessActuator implements PoolActuator {
   private startOne(): void {
     const id = `${this.options.idPrefix ?? "backend"}-${this.next++}`;
     const proc = spawn(this.options.nodePath ?? process.execPath, [this.options.entry], {
-      env: { ...process.env, ...this.options.env, INFERGRID_ID: id },
+      env: {
+        ...process.env,
+        ...this.options.env,
+        ...(this.options.instanceType !== undefined ? { INFERGRID_INSTANCE_TYPE: this.options.instanceType } : {}),
+        INFERGRID_ID: id,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     // "error" (the binary could not be started) rejects once(): the child is gone either way.
