@@ -14,6 +14,11 @@ import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const TTL_MS = 1500;
+/** The allocator's price list; cpu-1, what most fakes report, is deliberately not in it. */
+const PRICES = [
+  { name: "g4dn.xlarge", pricePerHour: 0.526, maxCount: 4 },
+  { name: "r5n.large", pricePerHour: 0.149, maxCount: 10 },
+];
 
 const spec = (name: string, over: Partial<control.ServiceSpec.$Properties> = {}): control.ServiceSpec.$Properties => ({
   name,
@@ -34,6 +39,8 @@ class FakeBackends {
   private readonly assignment = new Map<string, control.BackendAssignment | undefined>();
   private readonly returnedVersion = new Map<string, number>();
   readonly state = new Map<string, backend.BackendState>();
+  /** Instance type per backend (default cpu-1, the backend-worker's default). */
+  readonly types = new Map<string, string>();
   constructor(
     private readonly nc: NatsConnection,
     private readonly registry: ServiceRegistry,
@@ -51,7 +58,7 @@ class FakeBackends {
       address: `127.0.0.1:${10_000 + Number(id.slice(-2))}`,
       startedAtUnixMs: 1,
       sentAtUnixMs: Date.now(),
-      instanceType: "cpu-1",
+      instanceType: this.types.get(id) ?? "cpu-1",
       backend: {
         backendId: id,
         state: this.state.get(id) ?? backend.BackendState.BACKEND_STATE_COLD,
@@ -120,6 +127,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
         INFERGRID_CONTROL_PERIOD_MS: "300",
         INFERGRID_HEARTBEAT_MS: "300",
         INFERGRID_ASSIGNMENT_GRACE_MS: "1000",
+        INFERGRID_INSTANCE_TYPES: JSON.stringify(PRICES),
       },
     });
     client?.close();
@@ -367,5 +375,62 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect(await codeOf(call(AllocatorAdminDefinition.GetService, { name: "ocr" }))).toMatchObject({ code: grpc.status.NOT_FOUND });
     for (const id of ocr) expect((await registry.getAssignment(id ?? ""))?.service ?? "").not.toBe("ocr");
     expect((await call(AllocatorAdminDefinition.DeregisterService, { name: "ocr" })).removed).toBe(false);
+  });
+  it("heterogeneous pool: a profiled service gets only backends of its types; per-type counts and cost in the cluster state", async () => {
+    const profile = (instanceType: string) => ({ instanceType, points: [{ batch: 1, meanMs: 10, p99Ms: 15 }] });
+    // A type the price list does not name is refused, and nothing of the service is written.
+    const typo = await codeOf(
+      call(AllocatorAdminDefinition.RegisterService, {
+        spec: spec("gpu", { model: { ...spec("gpu").model, instanceProfiles: [profile("g4dn.xlarg")] } }),
+      }),
+    );
+    expect(typo).toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    expect((typo as { details: string }).details).toContain("spec.model.instance_profiles[0].instance_type: g4dn.xlarg is not in");
+    expect(await codeOf(call(AllocatorAdminDefinition.GetService, { name: "gpu" }))).toMatchObject({ code: grpc.status.NOT_FOUND });
+    expect(await registry.getService("gpu")).toBeUndefined();
+
+    for (const [id, type] of [
+      ["be-11", "g4dn.xlarge"],
+      ["be-12", "g4dn.xlarge"],
+      ["be-13", "r5n.large"],
+    ] as const) {
+      fakes.types.set(id, type);
+      fakes.start(id);
+    }
+    await eventually("the typed backends in the pool", async () =>
+      (await call(AllocatorAdminDefinition.GetClusterState, {})).backends?.some((b) => b.backendId === "be-13") ? true : undefined,
+    );
+    const created = await call(AllocatorAdminDefinition.RegisterService, {
+      spec: spec("gpu", { model: { ...spec("gpu").model, instanceProfiles: [profile("g4dn.xlarge")] } }),
+    });
+    expect(created.entry?.spec?.model?.instanceProfiles?.map((p) => p.instanceType)).toEqual(["g4dn.xlarge"]);
+    // max 3, but only two g4dn.xlarge backends exist; the free cpu-1 and r5n.large ones are not given to it.
+    const gpu = await eventually("gpu's list filled", async () => {
+      const l = await listOf("gpu");
+      return l.length === 2 ? l : undefined;
+    });
+    expect(gpu).toEqual(["be-11", "be-12"]);
+    expect((await registry.getAssignment("be-11"))?.model?.instanceProfiles?.[0]?.instanceType).toBe("g4dn.xlarge");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await listOf("gpu")).toEqual(["be-11", "be-12"]);
+
+    const state = await call(AllocatorAdminDefinition.GetClusterState, {});
+    const resnet = (await listOf("resnet")).length;
+    const cpu = (state.backends ?? []).filter((b) => b.instanceType === "cpu-1").length;
+    // Decoded messages leave zero fields on the prototype: compare the values, not the objects.
+    const rows = (state.instanceTypes ?? []).map((t) => [
+      t.instanceType,
+      t.backends ?? 0,
+      t.assigned ?? 0,
+      t.pricePerHour ?? 0,
+      t.costPerHour ?? 0,
+    ]);
+    expect(rows).toEqual([
+      ["cpu-1", cpu, resnet, 0, 0],
+      ["g4dn.xlarge", 2, 2, 0.526, 1.052],
+      ["r5n.large", 1, 0, 0.149, 0.149],
+    ]);
+    expect(cpu).toBeGreaterThan(0);
+    expect(state.costPerHour).toBeCloseTo(1.201, 9);
   });
 });

@@ -1,4 +1,4 @@
-import type { AllocationPolicy } from "@infergrid/allocation";
+import { type AllocationPolicy, type InstanceTypePrice, instanceTypeFilter, summarizeInstanceTypes } from "@infergrid/allocation";
 import { instanceIdProblem, MembershipTable } from "@infergrid/control-plane";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
@@ -22,6 +22,8 @@ export interface AllocatorOptions {
   resumeSettleMs: number;
   memberForgetMs: number;
   specDefaults: SpecDefaults;
+  /** The instance-type price list (empty: none configured): prices the cluster state, checks specs' profiles. */
+  instanceTypes?: readonly InstanceTypePrice[];
   objective: string;
   policy: AllocationPolicy;
   /** What the slow loop planned for a service, published with the plan. */
@@ -207,7 +209,12 @@ export class Allocator {
     input: control.ServiceSpec.$Properties | null | undefined,
     now: () => number,
   ): Promise<{ entry: control.ServiceEntry; created: boolean }> {
-    const spec = normalizeSpec(input, this.options.specDefaults);
+    // Checked before anything is written: a refused spec leaves no trace in the registry.
+    const spec = normalizeSpec(
+      input,
+      this.options.specDefaults,
+      (this.options.instanceTypes ?? []).map((t) => t.name),
+    );
     return this.serial(async () => {
       const t = now();
       const current = this.services.get(spec.name);
@@ -282,6 +289,11 @@ export class Allocator {
   clusterState(now: number): control.ClusterState.$Properties {
     this.members.expire(now, this.options.memberForgetMs);
     const inLists = this.inLists();
+    const live = this.pool.live(now);
+    const perType = summarizeInstanceTypes(
+      live.map((m) => ({ instanceType: m.info.instanceType, assigned: inLists.has(m.id) })),
+      this.options.instanceTypes ?? [],
+    );
     return {
       services: this.listServices(),
       backends: this.pool
@@ -299,8 +311,10 @@ export class Allocator {
         .all()
         .sort((a, b) => a.id.localeCompare(b.id))
         .map((m) => ({ role: m.info, id: m.id, address: m.address, lastSeenUnixMs: m.lastSeen })),
-      freeBackends: this.pool.live(now).filter((m) => !inLists.has(m.id)).length,
+      freeBackends: live.filter((m) => !inLists.has(m.id)).length,
       atUnixMs: now,
+      instanceTypes: perType.types,
+      costPerHour: perType.costPerHour,
     };
   }
 
@@ -365,19 +379,37 @@ export class Allocator {
     const names = [...this.services.keys()].sort();
     const inLists = this.inLists();
     const original = new Map(names.map((n) => [n, this.idsOf(n)]));
-    // Lists without the backends that left or returned: what the policy plans from.
+    // A service whose model is profiled per instance type takes only backends of those types.
+    const accepts = new Map(
+      names.map((n) => [
+        n,
+        instanceTypeFilter(
+          (this.services.get(n)?.entry.spec?.model?.instanceProfiles ?? []).map((p) => p.instanceType ?? ""),
+          (id) => this.pool.get(id)?.info.instanceType,
+        ),
+      ]),
+    );
+    // Lists without the backends that left or returned, or that the service cannot use (its spec gained
+    // profiles): what the policy plans from.
     const cleaned = new Map(
-      names.map((n) => [n, (original.get(n) ?? []).filter((id) => this.pool.get(id) !== undefined && returned.get(id)?.service !== n)]),
+      names.map((n) => [
+        n,
+        (original.get(n) ?? []).filter(
+          (id) => this.pool.get(id) !== undefined && returned.get(id)?.service !== n && (accepts.get(n)?.(id) ?? true),
+        ),
+      ]),
     );
     const decision = this.options.policy({
       services: names.map((n) => {
         const spec = this.services.get(n)?.entry.spec;
+        const filter = accepts.get(n);
         return {
           name: n,
           minBackends: spec?.minBackends ?? 0,
           maxBackends: spec?.maxBackends ?? 0,
           initialBackends: spec?.initialBackends ?? 0,
           currentList: cleaned.get(n) ?? [],
+          ...(filter ? { accepts: filter } : {}),
         };
       }),
       freeBackends: this.pool

@@ -1,6 +1,88 @@
-import { OBJECTIVE_NAMES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
+import { readFileSync } from "node:fs";
+import { type InstanceTypePrice, OBJECTIVE_NAMES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
+import { parseWorkload } from "@infergrid/pool-actuator";
 import { field } from "@infergrid/runtime";
 import { z } from "zod";
+
+/** One price-list entry: the fields of a Kairos catalogue's `types` (libs/kairos catalogue.ts), so one file serves both. */
+const instanceTypePrice = z.strictObject({
+  name: z.string().trim().min(1, "name must not be empty"),
+  pricePerHour: z.number().positive(),
+  maxCount: z.number().int().nonnegative(),
+});
+const priceList = z
+  .array(instanceTypePrice)
+  .min(1)
+  .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, "instance type names must be distinct");
+
+/**
+ * The instance-type price list from its option's value: a JSON list `[{name, pricePerHour, maxCount}]`
+ * given inline (it starts with `[` or `{`) or the path of a JSON file holding one, or a Kairos catalogue
+ * object whose `types` it takes (its other keys are not the allocator's business). Throws a message that
+ * says what is wrong and where.
+ */
+export function parseInstanceTypes(
+  value: string,
+  readFile: (path: string) => string = (p) => readFileSync(p, "utf8"),
+): InstanceTypePrice[] {
+  const inline = /^\s*[[{]/.test(value);
+  let text = value;
+  if (!inline) {
+    try {
+      text = readFile(value.trim());
+    } catch (err) {
+      throw new Error(`cannot read the price list file ${value.trim()}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  const where = inline ? "the inline price list" : `the price list file ${value.trim()}`;
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${where} is not JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const list = json !== null && typeof json === "object" && !Array.isArray(json) && "types" in json ? json.types : json;
+  const parsed = priceList.safeParse(list);
+  if (!parsed.success) {
+    const at = (path: readonly PropertyKey[]) => path.map((k) => (typeof k === "number" ? `[${k}]` : `.${String(k)}`)).join("");
+    const issues = parsed.error.issues.map((i) => (i.path.length > 0 ? `${at(i.path)}: ${i.message}` : i.message));
+    throw new Error(`${where}: ${issues.join("; ")}`);
+  }
+  return parsed.data;
+}
+
+/** One per-type pool as configured: an instance type, and on Kubernetes the workload that holds it. */
+export interface PoolTypeOption {
+  instanceType: string;
+  workload?: string;
+}
+
+/** `--pool-types` entries: `<type>` or `<type>=<workload>`, types distinct, workloads well-formed and distinct. */
+export function parsePoolTypes(entries: readonly string[]): PoolTypeOption[] {
+  const out = entries.map((entry) => {
+    const eq = entry.indexOf("=");
+    const instanceType = (eq < 0 ? entry : entry.slice(0, eq)).trim();
+    const workload = eq < 0 ? undefined : entry.slice(eq + 1).trim();
+    if (!instanceType) throw new Error(`"${entry}": the instance type is empty`);
+    if (workload !== undefined) parseWorkload(workload);
+    return workload === undefined ? { instanceType } : { instanceType, workload };
+  });
+  const twice = out.find((p, i) => out.findIndex((q) => q.instanceType === p.instanceType) !== i);
+  if (twice) throw new Error(`instance type ${twice.instanceType} is given two pools`);
+  const shared = out.find((p, i) => p.workload !== undefined && out.findIndex((q) => q.workload === p.workload) !== i);
+  if (shared) throw new Error(`workload ${shared.workload} is given to two instance types`);
+  return out;
+}
+
+const asIssue = <T>(parse: (v: string) => T) =>
+  z.string().transform((v, ctx): T => {
+    try {
+      return parse(v);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
+      return z.NEVER;
+    }
+  });
 
 export const allocatorConfig = z.object({
   controlPeriodMs: field.ms(2_000).describe("period of the allocation loop (reconcile the lists with the plan, publish the plan)"),
@@ -45,6 +127,23 @@ export const allocatorConfig = z.object({
   poolBackendEntry: field
     .optionalString()
     .describe("local: the backend-worker's compiled entry (default: services/backend-worker/dist/main.js beside this service)"),
+  poolTypes: asIssue((v) =>
+    parsePoolTypes(
+      v
+        .split(",")
+        .map((x) => x.trim())
+        .filter(Boolean),
+    ),
+  )
+    .default([])
+    .describe(
+      "one pool per instance type, in order of preference: <type>=<workload>,... with kubernetes (deployment/<name> or statefulset/<name>, instead of --pool-workload), <type>,... with local (each started with INFERGRID_INSTANCE_TYPE); empty = one pool",
+    ),
+  instanceTypes: asIssue((v) => parseInstanceTypes(v))
+    .optional()
+    .describe(
+      "the instance-type price list: JSON [{name, pricePerHour, maxCount}] inline or the path of a JSON file (a Kairos catalogue's types); prices the cluster state, caps each type's pool at maxCount, and refuses service specs profiled for a type it does not name",
+    ),
   poolMinSize: field.int(1, 0).describe("the pool never shrinks below this many backends"),
   poolMaxSize: field.int(16, 0).describe("the cluster's capacity in backends: the pool never grows beyond it"),
   poolHeadroom: field.int(1, 0).describe("free backends kept on top of what the lists ask for"),
@@ -52,6 +151,38 @@ export const allocatorConfig = z.object({
 });
 
 export type AllocatorConfig = z.infer<typeof allocatorConfig>;
+
+/**
+ * What no single option can say wrong alone, one message per problem naming the options: per-type pools
+ * need an actuator and the form it takes, and name only types of the price list (a typo would start a
+ * pool no service can be given).
+ */
+export function configProblems(config: Pick<AllocatorConfig, "poolActuator" | "poolTypes" | "instanceTypes">): string[] {
+  const problems: string[] = [];
+  const pools = config.poolTypes;
+  if (pools.length === 0) return problems;
+  if (config.poolActuator === "none") problems.push("--pool-types / INFERGRID_POOL_TYPES: needs --pool-actuator local or kubernetes");
+  if (config.poolActuator === "kubernetes") {
+    for (const p of pools.filter((p) => p.workload === undefined))
+      problems.push(
+        `--pool-types / INFERGRID_POOL_TYPES: with --pool-actuator kubernetes each entry is <type>=<workload>; ${p.instanceType} has no workload`,
+      );
+  }
+  if (config.poolActuator === "local") {
+    for (const p of pools.filter((p) => p.workload !== undefined))
+      problems.push(
+        `--pool-types / INFERGRID_POOL_TYPES: with --pool-actuator local entries are instance types only; ${p.instanceType}=${p.workload} names a workload`,
+      );
+  }
+  if (config.instanceTypes) {
+    const known = config.instanceTypes.map((t) => t.name);
+    for (const p of pools.filter((p) => !known.includes(p.instanceType)))
+      problems.push(
+        `--pool-types / INFERGRID_POOL_TYPES: instance type ${p.instanceType} is not in --instance-types (it has: ${known.join(", ")})`,
+      );
+  }
+  return problems;
+}
 
 /** The time constants with their defaults resolved. */
 export function timing(config: AllocatorConfig & { heartbeatMs: number }): {

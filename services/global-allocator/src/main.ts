@@ -6,7 +6,7 @@ import { RegistryActuator, readRegistry } from "./actuator.js";
 import { adminHandlers } from "./admin.js";
 import { Allocator } from "./allocator.js";
 import { collect } from "./collector.js";
-import { allocatorConfig, timing } from "./config.js";
+import { allocatorConfig, configProblems, timing } from "./config.js";
 import { startControlLoop } from "./loop.js";
 import { allocatorMetrics } from "./metrics.js";
 import { plannedSpec, SharePlanner } from "./planner.js";
@@ -21,6 +21,12 @@ const DEFAULT_SERVICE_TIME_MS = 100;
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
+  const problems = configProblems(config);
+  if (problems.length > 0) {
+    // As for a bad value of one option: exit 2 with a message naming the options.
+    process.stderr.write(`global-allocator: invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}\n`);
+    process.exit(2);
+  }
   const registry = await ServiceRegistry.open(nc, logger);
   const { ttlMs, graceMs, settleMs, resumeSettleMs, deafAfterMs } = timing(config);
   const signals = new SignalBook(SIGNAL_KEEP_MS);
@@ -53,6 +59,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       minBackends: config.defaultMinBackends,
       burstFactor: config.defaultBurstFactor,
     },
+    instanceTypes: config.instanceTypes ?? [],
     objective: planner ? `faro/${config.objective}` : "static",
     policy: planner?.policy ?? planStaticAllocation,
     ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),

@@ -1,26 +1,41 @@
 import { fileURLToPath } from "node:url";
-import { KubernetesActuator, LocalProcessActuator, type PoolActuator } from "@infergrid/pool-actuator";
+import { KubernetesActuator, LocalProcessActuator, type PoolActuator, TypedPools } from "@infergrid/pool-actuator";
 import type { Logger } from "@infergrid/runtime";
 import type { AllocatorConfig } from "./config.js";
 
-/** The actuator the configuration names, or undefined for a pool nobody resizes. */
+/**
+ * The actuator the configuration names, or undefined for a pool nobody resizes. With --pool-types, one
+ * pool per instance type behind TypedPools, each capped at its type's maxCount from the price list.
+ * Assumes configProblems(config) found nothing.
+ */
 export function createPoolActuator(config: AllocatorConfig, instanceId: string, logger: Logger): PoolActuator | undefined {
-  switch (config.poolActuator) {
-    case "none":
-      return undefined;
-    case "kubernetes":
-      return new KubernetesActuator({ namespace: config.poolNamespace, workload: config.poolWorkload });
-    case "local": {
-      const log = logger.child({ component: "local-pool" });
-      return new LocalProcessActuator({
-        entry: config.poolBackendEntry ?? fileURLToPath(new URL("../../backend-worker/dist/main.js", import.meta.url)),
-        // Children inherit this process's environment (NATS URL, credentials, TLS files, heartbeat);
-        // ports must be their own.
-        env: { INFERGRID_GRPC_PORT: "0", INFERGRID_METRICS_PORT: "0", INFERGRID_LOG_LEVEL: "warn" },
-        // Unique per allocator instance: a restarted one never reuses the id of a backend it left behind.
-        idPrefix: `${instanceId}-be`,
-        onLine: (id, line) => log.debug({ backend: id }, line),
-      });
-    }
-  }
+  if (config.poolActuator === "none") return undefined;
+  if (config.poolTypes.length === 0) return single(config, instanceId, logger, config.poolWorkload);
+  return new TypedPools(
+    config.poolTypes.map((p) => {
+      const maxCount = config.instanceTypes?.find((t) => t.name === p.instanceType)?.maxCount;
+      return {
+        instanceType: p.instanceType,
+        actuator: single(config, instanceId, logger, p.workload ?? config.poolWorkload, p.instanceType),
+        ...(maxCount !== undefined ? { maxCount } : {}),
+      };
+    }),
+  );
+}
+
+function single(config: AllocatorConfig, instanceId: string, logger: Logger, workload: string, instanceType?: string): PoolActuator {
+  if (config.poolActuator === "kubernetes") return new KubernetesActuator({ namespace: config.poolNamespace, workload });
+  const log = logger.child({ component: "local-pool", ...(instanceType ? { instanceType } : {}) });
+  // Instance ids take letters, digits, - and _ only: g4dn.xlarge's backends are <id>-be-g4dn_xlarge-<n>.
+  const typeTag = instanceType ? `-${instanceType.replace(/[^A-Za-z0-9_-]/g, "_")}` : "";
+  return new LocalProcessActuator({
+    entry: config.poolBackendEntry ?? fileURLToPath(new URL("../../backend-worker/dist/main.js", import.meta.url)),
+    // Children inherit this process's environment (NATS URL, credentials, TLS files, heartbeat);
+    // ports must be their own.
+    env: { INFERGRID_GRPC_PORT: "0", INFERGRID_METRICS_PORT: "0", INFERGRID_LOG_LEVEL: "warn" },
+    ...(instanceType ? { instanceType } : {}),
+    // Unique per allocator instance: a restarted one never reuses the id of a backend it left behind.
+    idPrefix: `${instanceId}-be${typeTag}`,
+    onLine: (id, line) => log.debug({ backend: id }, line),
+  });
 }

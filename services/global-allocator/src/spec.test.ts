@@ -32,3 +32,65 @@ describe("normalizeSpec", () => {
     }
   });
 });
+
+describe("normalizeSpec: per-instance-type profiles", () => {
+  const profile = (instanceType: string, points: control.BatchLatency.$Properties[]) => ({ instanceType, points });
+  const withProfiles = (instanceProfiles: control.InstanceProfile.$Properties[]): control.ServiceSpec.$Properties => ({
+    ...valid,
+    model: { ...valid.model, instanceProfiles },
+  });
+  const good = [
+    profile("g4dn.xlarge", [
+      { batch: 1, meanMs: 5, p99Ms: 8 },
+      { batch: 64, meanMs: 20, p99Ms: 30 },
+    ]),
+    profile("r5n.large", [{ batch: 1, meanMs: 12, p99Ms: 12 }]),
+  ];
+
+  it("keeps valid profiles in the normalized spec (trimmed), and a spec without them unchanged", () => {
+    const s = normalizeSpec(withProfiles([{ ...good[0], instanceType: " g4dn.xlarge " }, good[1]!]), defaults, [
+      "g4dn.xlarge",
+      "r5n.large",
+    ]);
+    expect((s.model?.instanceProfiles ?? []).map((p) => [p.instanceType, (p.points ?? []).map((x) => x.batch)])).toEqual([
+      ["g4dn.xlarge", [1, 64]],
+      ["r5n.large", [1]],
+    ]);
+    expect(sameSpec(normalizeSpec(valid, defaults), normalizeSpec(valid, defaults, ["g4dn.xlarge"]))).toBe(true);
+    expect(normalizeSpec(valid, defaults).model?.instanceProfiles).toEqual([]);
+  });
+
+  it("refuses each kind of bad profile with a message naming the field", () => {
+    const cases: [control.InstanceProfile.$Properties[], RegExp][] = [
+      [[profile("", good[0]!.points)], /instance_profiles\[0\]\.instance_type is required/],
+      [[good[0]!, profile("g4dn.xlarge", good[1]!.points)], /instance_profiles\[1\]\.instance_type: g4dn.xlarge has a profile already/],
+      [[profile("r5n.large", [])], /instance_profiles\[0\]\.points: at least one point/],
+      [[profile("r5n.large", [{ batch: 0, meanMs: 1, p99Ms: 1 }])], /points\[0\]\.batch must be a positive integer \(got 0\)/],
+      [[profile("r5n.large", [{ batch: 2.5, meanMs: 1, p99Ms: 1 }])], /points\[0\]\.batch must be a positive integer/],
+      [
+        [
+          profile("r5n.large", [
+            { batch: 4, meanMs: 1, p99Ms: 1 },
+            { batch: 4, meanMs: 2, p99Ms: 2 },
+          ]),
+        ],
+        /points\[1\]\.batch must be above the previous point's \(4\)/,
+      ],
+      [[profile("r5n.large", [{ batch: 1, meanMs: 0, p99Ms: 1 }])], /points\[0\]\.mean_ms must be a finite number > 0/],
+      [[profile("r5n.large", [{ batch: 1, meanMs: Number.NaN, p99Ms: 1 }])], /points\[0\]\.mean_ms/],
+      [[profile("r5n.large", [{ batch: 1, meanMs: 5, p99Ms: 4 }])], /points\[0\]\.p99_ms must be a finite number >= mean_ms \(5\)/],
+    ];
+    for (const [profiles, message] of cases) {
+      expect(() => normalizeSpec(withProfiles(profiles), defaults), String(message)).toThrow(message);
+    }
+  });
+
+  it("with a price list, refuses a profile for a type the list does not name, naming it", () => {
+    const typo = withProfiles([good[0]!, profile("r5n.larg", good[1]!.points)]);
+    expect(() => normalizeSpec(typo, defaults, ["g4dn.xlarge", "r5n.large"])).toThrow(
+      /instance_profiles\[1\]\.instance_type: r5n.larg is not in the allocator's instance-type price list \(g4dn.xlarge, r5n.large\)/,
+    );
+    // Without a price list any type goes.
+    expect(normalizeSpec(typo, defaults).model?.instanceProfiles).toHaveLength(2);
+  });
+});

@@ -9,13 +9,56 @@ export interface SpecDefaults {
 }
 
 const invalid = (message: string) => new GrpcStatusError(grpc.status.INVALID_ARGUMENT, message);
+const isPositive = (x: number | null | undefined): x is number => typeof x === "number" && Number.isFinite(x) && x > 0;
+
+/**
+ * The model's per-instance-type profiles, checked: types named and distinct, each a non-empty curve of
+ * ascending positive integer batches with 0 < mean_ms <= p99_ms; with a price list (`knownTypes`
+ * non-empty), only its types, so a misspelt type is refused instead of leaving the service without backends.
+ */
+function instanceProfiles(
+  profiles: readonly control.InstanceProfile.$Properties[] | null | undefined,
+  knownTypes: readonly string[],
+): control.InstanceProfile[] {
+  const seen = new Set<string>();
+  return (profiles ?? []).map((p, i) => {
+    const at = `spec.model.instance_profiles[${i}]`;
+    const type = p.instanceType?.trim() ?? "";
+    if (!type) throw invalid(`${at}.instance_type is required`);
+    if (seen.has(type)) throw invalid(`${at}.instance_type: ${type} has a profile already`);
+    seen.add(type);
+    if (knownTypes.length > 0 && !knownTypes.includes(type))
+      throw invalid(`${at}.instance_type: ${type} is not in the allocator's instance-type price list (${knownTypes.join(", ")})`);
+    const points = p.points ?? [];
+    if (points.length === 0) throw invalid(`${at}.points: at least one point is required`);
+    let previous = 0;
+    return control.InstanceProfile.create({
+      instanceType: type,
+      points: points.map((pt, j) => {
+        const where = `${at}.points[${j}]`;
+        const batch = pt.batch ?? 0;
+        if (!(Number.isInteger(batch) && batch > 0)) throw invalid(`${where}.batch must be a positive integer (got ${batch})`);
+        if (batch <= previous) throw invalid(`${where}.batch must be above the previous point's (${previous}): batches ascend`);
+        previous = batch;
+        if (!isPositive(pt.meanMs)) throw invalid(`${where}.mean_ms must be a finite number > 0 (got ${pt.meanMs})`);
+        if (!(isPositive(pt.p99Ms) && pt.p99Ms >= pt.meanMs))
+          throw invalid(`${where}.p99_ms must be a finite number >= mean_ms (${pt.meanMs}) (got ${pt.p99Ms})`);
+        return control.BatchLatency.create({ batch, meanMs: pt.meanMs, p99Ms: pt.p99Ms });
+      }),
+    });
+  });
+}
 const isNonNegative = (x: number | null | undefined) => typeof x === "number" && Number.isFinite(x) && x >= 0;
 
 /**
  * Checks a service spec strictly and fills in the defaults; a bad spec is refused with
  * INVALID_ARGUMENT and a message that names the field, so an operator sees at once what to fix.
  */
-export function normalizeSpec(spec: control.ServiceSpec.$Properties | null | undefined, defaults: SpecDefaults): control.ServiceSpec {
+export function normalizeSpec(
+  spec: control.ServiceSpec.$Properties | null | undefined,
+  defaults: SpecDefaults,
+  knownTypes: readonly string[] = [],
+): control.ServiceSpec {
   if (!spec) throw invalid("spec is required");
   const name = spec.name ?? "";
   const nameProblem = serviceNameProblem(name);
@@ -41,6 +84,7 @@ export function normalizeSpec(spec: control.ServiceSpec.$Properties | null | und
   if (!isNonNegative(model.coldStartMs ?? 0))
     throw invalid(`spec.model.cold_start_ms must be a finite number >= 0 (got ${model.coldStartMs})`);
   if ((model.intraOpThreads ?? 0) > 256) throw invalid(`spec.model.intra_op_threads must be <= 256 (got ${model.intraOpThreads})`);
+  const profiles = instanceProfiles(model.instanceProfiles, knownTypes);
 
   const sla = spec.sla;
   if (!sla) throw invalid("spec.sla is required");
@@ -65,6 +109,7 @@ export function normalizeSpec(spec: control.ServiceSpec.$Properties | null | und
       coldStartMs: model.coldStartMs ?? 0,
       onnxModel: model.onnxModel?.trim() ?? "",
       intraOpThreads: model.intraOpThreads ?? 0,
+      instanceProfiles: profiles,
     }),
     sla: control.Sla.create({ latencyThresholdMs: threshold, percentile, burstFactor: burst }),
     minBackends,
