@@ -5,7 +5,8 @@ import { findKubectl, type K8sObject, overlays, render, validate } from "./rende
  * Renders every overlay with `kubectl kustomize` (offline, as `kubectl apply -k` would) and checks
  * each object against the Kubernetes schemas (kubernetes-models), then the properties the system
  * relies on: probes on the gRPC health service, resources, non-root, PDBs, NetworkPolicies that
- * expose only the broker, RBAC for the allocator's scale calls, NATS with JetStream on a volume.
+ * expose only the broker, RBAC for the allocator's scale calls, NATS with JetStream on a volume; and in
+ * overlays/heterogeneous, one backend Deployment per instance type wired to the allocator's per-type pools.
  */
 const kubectl = findKubectl();
 if (!kubectl) {
@@ -17,7 +18,7 @@ interface Container {
   name: string;
   image: string;
   imagePullPolicy?: string;
-  env?: { name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
   ports?: { name?: string; containerPort: number }[];
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   readinessProbe?: { grpc?: { port: number }; httpGet?: unknown };
@@ -30,6 +31,7 @@ interface PodSpec {
   securityContext?: { runAsNonRoot?: boolean; runAsUser?: number };
   serviceAccountName?: string;
   automountServiceAccountToken?: boolean;
+  nodeSelector?: Record<string, string>;
   volumes?: { name: string; secret?: { secretName: string } }[];
 }
 interface Workload extends K8sObject {
@@ -48,6 +50,11 @@ interface Policy extends K8sObject {
   spec: { podSelector: { matchLabels?: Record<string, string>; matchExpressions?: { values: string[] }[] }; ingress?: Rule[] };
 }
 
+type RoleObject = K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
+
+/** The backend pool's Deployments: the single-type `backend`, or one per instance type. */
+const backendDeployments = (overlay: string) => (overlay === "heterogeneous" ? ["backend-g4dn-xlarge", "backend-r5n-large"] : ["backend"]);
+
 const byKind = <T extends K8sObject>(objects: K8sObject[], kind: string) => objects.filter((o) => o.kind === kind) as T[];
 const named = <T extends K8sObject>(objects: K8sObject[], kind: string, name: string) => {
   const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
@@ -58,7 +65,7 @@ const named = <T extends K8sObject>(objects: K8sObject[], kind: string, name: st
 describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
   const objects = kubectl ? render(`overlays/${overlay}`, kubectl) : [];
   const workloads = [...byKind<Workload>(objects, "Deployment"), ...byKind<Workload>(objects, "StatefulSet")];
-  const services = ["broker", "frontend", "backend", "predictor", "global-allocator"];
+  const services = ["broker", "frontend", ...backendDeployments(overlay), "predictor", "global-allocator"];
 
   it("renders every object, each valid against the Kubernetes schemas", () => {
     expect(objects.length).toBeGreaterThanOrEqual(25);
@@ -163,12 +170,10 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     for (const w of byKind<Workload>(objects, "Deployment").filter((d) => d.metadata.name !== "global-allocator")) {
       expect(w.spec.template.spec.automountServiceAccountToken, w.metadata.name).toBe(false);
     }
-    const role = byKind<K8sObject & { rules: { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }[] }>(
-      objects,
-      "Role",
-    )[0]!;
+    const role = byKind<RoleObject>(objects, "Role")[0]!;
     const scale = role.rules.find((r) => r.resources.includes("deployments/scale"));
-    expect(scale).toMatchObject({ apiGroups: ["apps"], resourceNames: ["backend"] });
+    expect(scale?.apiGroups).toEqual(["apps"]);
+    expect([...(scale?.resourceNames ?? [])].sort()).toEqual(backendDeployments(overlay));
     expect(scale?.verbs).toEqual(expect.arrayContaining(["get", "update"]));
     expect(role.rules.find((r) => r.resources.includes("pods"))?.verbs).toEqual(expect.arrayContaining(["list", "patch"]));
     expect(role.rules.flatMap((r) => r.verbs)).not.toContain("delete");
@@ -188,5 +193,86 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
         expect(c.image).not.toMatch(/:latest$/);
       }
     }
+  });
+});
+
+describe.skipIf(!kubectl)("infra/k8s/overlays/heterogeneous: one backend Deployment per instance type", () => {
+  const objects = kubectl ? render("overlays/heterogeneous", kubectl) : [];
+  const expected = {
+    "backend-g4dn-xlarge": { type: "g4dn.xlarge", requests: { cpu: "3500m", memory: "12Gi" }, limits: { cpu: "4", memory: "14Gi" } },
+    "backend-r5n-large": { type: "r5n.large", requests: { cpu: "1500m", memory: "12Gi" }, limits: { cpu: "2", memory: "14Gi" } },
+  } as const;
+  const backends = byKind<Workload>(objects, "Deployment").filter(
+    (d) => d.spec.template.metadata.labels["app.kubernetes.io/name"] === "backend",
+  );
+  const allocatorEnv = (name: string) =>
+    named<Workload>(objects, "Deployment", "global-allocator").spec.template.spec.containers[0]!.env?.find((e) => e.name === name)?.value;
+
+  it("has exactly the per-type Deployments, each pinned to its instance type, with its own resources and INFERGRID_INSTANCE_TYPE", () => {
+    expect(backends.map((d) => d.metadata.name).sort()).toEqual(Object.keys(expected));
+    for (const d of backends) {
+      const want = expected[d.metadata.name as keyof typeof expected];
+      const pod = d.spec.template.spec;
+      const c = pod.containers[0]!;
+      expect(d.spec.selector.matchLabels, d.metadata.name).toEqual({
+        "app.kubernetes.io/name": "backend",
+        "infergrid.io/instance-type": want.type,
+      });
+      expect(pod.nodeSelector).toEqual({ "node.kubernetes.io/instance-type": want.type });
+      expect(c.env?.find((e) => e.name === "INFERGRID_INSTANCE_TYPE")?.value).toBe(want.type);
+      expect(c.resources).toEqual({ requests: want.requests, limits: want.limits });
+      expect(c.image).toMatch(/^ghcr\.io\/infergrid\/backend-worker:0\.1\.0$/);
+      // Production's NATS CA reaches the added Deployments too.
+      expect(pod.volumes?.map((v) => v.name)).toContain("nats-tls");
+    }
+  });
+
+  it("no two pools' selectors claim the same pods", () => {
+    for (const a of backends) {
+      for (const b of backends.filter((x) => x !== a)) {
+        const claims = Object.entries(a.spec.selector.matchLabels).every(([k, v]) => b.spec.template.metadata.labels[k] === v);
+        expect(claims, `${a.metadata.name} selects ${b.metadata.name}'s pods`).toBe(false);
+      }
+    }
+  });
+
+  it("configures the allocator with one pool per Deployment and a price list naming each pool's type", () => {
+    expect(allocatorEnv("INFERGRID_POOL_ACTUATOR")).toBe("kubernetes");
+    expect(allocatorEnv("INFERGRID_POOL_WORKLOAD")).toBeUndefined();
+    const pools = (allocatorEnv("INFERGRID_POOL_TYPES") ?? "").split(",").map((e) => e.split("="));
+    expect(Object.fromEntries(pools)).toEqual(
+      Object.fromEntries(Object.entries(expected).map(([name, e]) => [e.type, `deployment/${name}`])),
+    );
+    const prices = JSON.parse(allocatorEnv("INFERGRID_INSTANCE_TYPES") ?? "[]") as {
+      name: string;
+      pricePerHour: number;
+      maxCount: number;
+    }[];
+    expect(prices.map((p) => p.name).sort()).toEqual(pools.map(([type]) => type).sort());
+    for (const p of prices) {
+      expect(p.pricePerHour).toBeGreaterThan(0);
+      expect(Number.isInteger(p.maxCount)).toBe(true);
+    }
+    // The cluster's capacity is what the types may hold together.
+    expect(Number(allocatorEnv("INFERGRID_POOL_MAX_SIZE"))).toBe(prices.reduce((n, p) => n + p.maxCount, 0));
+  });
+
+  it("lets the allocator read and scale every per-type Deployment, and nothing else", () => {
+    const role = byKind<RoleObject>(objects, "Role")[0]!;
+    const workloads = (allocatorEnv("INFERGRID_POOL_TYPES") ?? "").split(",").map((e) => e.split("=")[1]!);
+    for (const w of workloads) {
+      const [kind, name] = w.split("/") as [string, string];
+      expect(kind).toBe("deployment");
+      expect(
+        byKind<Workload>(objects, "Deployment").some((d) => d.metadata.name === name),
+        `${w} is rendered`,
+      ).toBe(true);
+      const rule = (resource: string) => role.rules.find((r) => r.resources.includes(resource) && r.resourceNames?.includes(name));
+      expect(rule("deployments/scale")?.verbs, `${name} scale`).toEqual(expect.arrayContaining(["get", "update"]));
+      expect(rule("deployments")?.verbs, name).toContain("get");
+    }
+    expect(role.rules.flatMap((r) => r.resourceNames ?? []).sort()).toEqual(
+      [...workloads, ...workloads].map((w) => w.split("/")[1]).sort(),
+    );
   });
 });

@@ -13,7 +13,7 @@ import { parseAllDocuments } from "yaml";
 /** infra/k8s, from this file (src/ or dist/). */
 export const k8sRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
 
-export const overlays = ["local", "production"] as const;
+export const overlays = ["local", "production", "heterogeneous"] as const;
 export type Overlay = (typeof overlays)[number];
 
 export interface K8sObject {
