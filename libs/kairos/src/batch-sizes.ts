@@ -41,3 +41,17 @@ export function sampleBatch(random: Random, mix: BatchMix): number {
 export function sampleBatches(random: Random, mix: BatchMix, n: number): number[] {
   return Array.from({ length: n }, () => sampleBatch(random, mix));
 }
+
+/**
+ * A request's batch size: the first dimension of its input tensors (the largest, if they differ), 1 for a
+ * request without inputs or with scalar ones. The frontend prices a request by it and an emulated backend
+ * sleeps by it, so both read it here.
+ */
+export function batchOf(inputDims: Iterable<readonly number[]>): number {
+  let batch = 1;
+  for (const dims of inputDims) {
+    const first = dims[0];
+    if (first !== undefined && Number.isInteger(first) && first > batch) batch = first;
+  }
+  return batch;
+}

@@ -51,6 +51,32 @@ export function serviceMs(profile: LatencyProfile, batch: number, which: "mean" 
   return at(pts[lo] as LatencyPoint);
 }
 
+/**
+ * A service time drawn around the profile: lognormal with the profile's mean as median and its p99 at
+ * z = 2.326, from a standard normal draw `z` (so a run can reuse one draw per query whichever type serves
+ * it). What an emulated backend sleeps and what the simulator's instances take.
+ */
+export function drawServiceMs(profile: LatencyProfile, batch: number, z: number): number {
+  const median = serviceMs(profile, batch, "mean");
+  const p99 = Math.max(median, serviceMs(profile, batch, "p99"));
+  return median * Math.exp((Math.log(p99 / median) / 2.326) * z);
+}
+
+/**
+ * Checks a profile given as points (a service spec's, say): batches positive integers, ascending and
+ * distinct, latencies positive with mean <= p99. Returns the problem, or undefined when it is valid.
+ */
+export function profileProblem(points: readonly LatencyPoint[]): string | undefined {
+  if (points.length === 0) return "no points";
+  for (let i = 0; i < points.length; i++) {
+    const p = points[i] as LatencyPoint;
+    if (!Number.isInteger(p.batch) || p.batch < 1) return `point ${i}: batch must be a positive integer, got ${p.batch}`;
+    if (i > 0 && p.batch <= (points[i - 1] as LatencyPoint).batch) return `point ${i}: batches must be ascending and distinct`;
+    if (!(p.meanMs > 0) || !(p.p99Ms >= p.meanMs)) return `point ${i}: need 0 < mean_ms <= p99_ms, got ${p.meanMs} and ${p.p99Ms}`;
+  }
+  return undefined;
+}
+
 /** The profile of `model` on `type`, or an error naming both. */
 export function profileOf(type: InstanceType, model: string): LatencyProfile {
   const p = type.profiles.get(model);

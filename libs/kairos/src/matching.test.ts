@@ -9,6 +9,8 @@ import {
   type PendingQuery,
   type PoolInstance,
   pairCost,
+  requestCost,
+  typedPricing,
 } from "./matching.js";
 import { flatType, pt } from "./test-support.js";
 
@@ -128,4 +130,45 @@ it("heterogeneity coefficients are the base's latency on the largest query over 
   const mid = flatType("mid", 1, 1, [pt(1000, 200)]);
   const slow = flatType("slow", 1, 1, [pt(1000, 500)]);
   expect(heterogeneityCoefficients([fast, mid, slow], "m", 0, 1000)).toEqual([1, 0.5, 0.2]);
+});
+
+describe("typedPricing and requestCost (one request at a time, as a frontend places it)", () => {
+  const pricing = typedPricing(
+    new Map([
+      ["gpu", { points: [pt(100, 10), pt(1000, 40)] }],
+      ["cpu", { points: [pt(100, 20), pt(1000, 400)] }],
+    ]),
+    100,
+  );
+  it("coefficients are the fastest type's latency on the largest profiled query over each type's", () => {
+    expect(pricing.coefficients.get("gpu")).toBe(1);
+    expect(pricing.coefficients.get("cpu")).toBeCloseTo(0.1);
+  });
+  it("a small request is cheaper on the slow type, a large one cannot go there at all", () => {
+    expect(requestCost(pricing, "cpu", 50, 0, 0)).toBeLessThan(requestCost(pricing, "gpu", 50, 0, 0));
+    expect(requestCost(pricing, "cpu", 500, 0, 0)).toBe(Number.POSITIVE_INFINITY);
+    expect(requestCost(pricing, "gpu", 500, 0, 0)).toBeCloseTo(40);
+    expect(requestCost(pricing, "tpu", 50, 0, 0)).toBe(Number.POSITIVE_INFINITY);
+  });
+  it("agrees with pairCost, busy time and waiting included", () => {
+    const ctx: MatchingContext = {
+      serviceMs: (t, b) => (t === 0 ? (b <= 100 ? 10 : 40) : b <= 100 ? 20 : 400),
+      coefficients: [1, 0.1],
+      qosMs: 100,
+      safeguard: 0.02,
+    };
+    for (const [busy, waited] of [
+      [0, 0],
+      [30, 10],
+      [55, 0],
+      [10, 60],
+    ] as const) {
+      expect(requestCost(pricing, "gpu", 500, busy, waited)).toBeCloseTo(
+        pairCost({ batch: 500, waitedMs: waited }, { type: 0, busyForMs: busy }, ctx),
+      );
+      expect(requestCost(pricing, "cpu", 50, busy, waited)).toBeCloseTo(
+        pairCost({ batch: 50, waitedMs: waited }, { type: 1, busyForMs: busy }, ctx),
+      );
+    }
+  });
 });

@@ -10,7 +10,7 @@
  */
 import { type Random, randomInt } from "@infergrid/core";
 import { munkres } from "munkres";
-import { type InstanceType, profileOf, serviceMs } from "./instance-types.js";
+import { type InstanceType, type LatencyProfile, profileOf, serviceMs } from "./instance-types.js";
 
 export interface PendingQuery {
   batch: number;
@@ -56,10 +56,50 @@ export function heterogeneityCoefficients(types: readonly InstanceType[], model:
  */
 export function pairCost(q: PendingQuery, inst: PoolInstance, ctx: MatchingContext): number {
   const l = inst.busyForMs + ctx.serviceMs(inst.type, q.batch);
-  const weighted = (ctx.coefficients[inst.type] ?? 1) * l;
-  const finish = l + q.waitedMs;
-  if (finish <= (1 - ctx.safeguard) * ctx.qosMs) return weighted;
-  return (finish <= ctx.qosMs ? 5 : 10) * ctx.qosMs + weighted;
+  return gradedCost(l, q.waitedMs, ctx.coefficients[inst.type] ?? 1, ctx.qosMs, ctx.safeguard);
+}
+
+function gradedCost(instanceMs: number, waitedMs: number, coefficient: number, qosMs: number, safeguard: number): number {
+  const weighted = coefficient * instanceMs;
+  const finish = instanceMs + waitedMs;
+  if (finish <= (1 - safeguard) * qosMs) return weighted;
+  return (finish <= qosMs ? 5 : 10) * qosMs + weighted;
+}
+
+/** Kairos's safeguard: a completion predicted within 2 % of QoS counts as a violation (xi = 0.98). */
+export const KAIROS_SAFEGUARD = 0.02;
+
+/**
+ * A service's pricing on a heterogeneous pool, for frontends that place one request at a time: its profile
+ * per instance type, each type's heterogeneity coefficient (the fastest type on the largest profiled query
+ * is the base, 1), its QoS.
+ */
+export interface TypedPricing {
+  readonly profiles: ReadonlyMap<string, LatencyProfile>;
+  readonly coefficients: ReadonlyMap<string, number>;
+  readonly qosMs: number;
+  readonly safeguard: number;
+}
+
+export function typedPricing(profiles: ReadonlyMap<string, LatencyProfile>, qosMs: number, safeguard = KAIROS_SAFEGUARD): TypedPricing {
+  let largest = 1;
+  for (const p of profiles.values()) largest = Math.max(largest, p.points[p.points.length - 1]?.batch ?? 1);
+  const atLargest = new Map([...profiles].map(([t, p]) => [t, serviceMs(p, largest)]));
+  const baseMs = Math.min(...atLargest.values());
+  return { profiles, coefficients: new Map([...atLargest].map(([t, ms]) => [t, Math.min(1, baseMs / ms)])), qosMs, safeguard };
+}
+
+/**
+ * What placing a request of `batch` items on an instance of `type` costs (pairCost's grading), given how long
+ * that instance is believed busy and how long the request has waited; Infinity when the type cannot serve it
+ * within QoS even idle, or has no profile.
+ */
+export function requestCost(p: TypedPricing, type: string, batch: number, busyForMs: number, waitedMs: number): number {
+  const profile = p.profiles.get(type);
+  if (profile === undefined) return Number.POSITIVE_INFINITY;
+  const service = serviceMs(profile, batch);
+  if (service > (1 - p.safeguard) * p.qosMs) return Number.POSITIVE_INFINITY;
+  return gradedCost(busyForMs + service, waitedMs, p.coefficients.get(type) ?? 1, p.qosMs, p.safeguard);
 }
 
 /**

@@ -131,4 +131,23 @@ describe("EmulatedModel", () => {
     expect(() => new EmulatedModel({ profile: { shape: 0.3, loc: -1, scale: 5 }, coldStartMs: 0 })).toThrow(RangeError);
     expect(() => new EmulatedModel({ profile: RESNET34, coldStartMs: Number.NaN })).toThrow(RangeError);
   });
+
+  it("with a batch profile, sleeps its instance type's time at the request's batch (the inputs' first dimension)", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const batchProfile = {
+      points: [
+        { batch: 10, meanMs: 5, p99Ms: 5 },
+        { batch: 100, meanMs: 30, p99Ms: 30 },
+        { batch: 1000, meanMs: 250, p99Ms: 250 },
+      ],
+    };
+    const model = new EmulatedModel({ profile: RESNET34, batchProfile, coldStartMs: 0, sleep, random: seededRandom(3) });
+    await model.load();
+    const tensor = (batch: number) => ({ x: { dims: [batch, 2], data: new Array<number>(2 * batch).fill(0) } });
+    expect((await model.infer(tensor(8))).computeMs).toBeCloseTo(5);
+    expect((await model.infer(tensor(100))).computeMs).toBeCloseTo(30);
+    expect((await model.infer(tensor(101))).computeMs).toBeCloseTo(250);
+    expect((await model.infer({})).computeMs).toBeCloseTo(5); // no inputs: batch 1
+    expect(sleeps.map((ms) => Math.round(ms))).toEqual([5, 30, 250, 5]);
+  });
 });

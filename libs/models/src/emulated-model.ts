@@ -1,5 +1,6 @@
 import { setTimeout as sleepTimer } from "node:timers/promises";
-import { type Lognormal, type Random, sampleLognormal, systemRandom } from "@infergrid/core";
+import { type Lognormal, type Random, sampleLognormal, standardNormal, systemRandom } from "@infergrid/core";
+import { batchOf, drawServiceMs, type LatencyProfile } from "@infergrid/kairos";
 import { checkTensorShape } from "./tensor.js";
 import { type InferResult, ModelNotLoadedError, type ModelRuntime, type TensorValue } from "./types.js";
 
@@ -9,6 +10,11 @@ export interface EmulatedModelOptions {
   name?: string;
   /** Service time per request in ms (scipy parameterisation). */
   profile: Lognormal;
+  /**
+   * This instance type's service time against batch size (Kairos's profiles): when given, a request's
+   * service time is drawn from it at the request's batch (its inputs' first dimension) instead of `profile`.
+   */
+  batchProfile?: LatencyProfile;
   coldStartMs: number;
   random?: Random;
   sleep?: Sleep;
@@ -26,6 +32,7 @@ const defaultSleep: Sleep = (ms) => sleepTimer(ms);
 export class EmulatedModel implements ModelRuntime {
   readonly name: string;
   private readonly profile: Lognormal;
+  private readonly batchProfile: LatencyProfile | undefined;
   private readonly coldStartMs: number;
   private readonly random: Random;
   private readonly sleep: Sleep;
@@ -40,6 +47,7 @@ export class EmulatedModel implements ModelRuntime {
     if (!(coldStartMs >= 0)) throw new RangeError(`coldStartMs must be >= 0, got ${coldStartMs}`);
     this.name = options.name ?? "emulated";
     this.profile = { ...profile };
+    this.batchProfile = options.batchProfile;
     this.coldStartMs = coldStartMs;
     this.random = options.random ?? systemRandom;
     this.sleep = options.sleep ?? defaultSleep;
@@ -57,7 +65,7 @@ export class EmulatedModel implements ModelRuntime {
   async infer(inputs: Record<string, TensorValue>): Promise<InferResult> {
     if (!this.loaded) throw new ModelNotLoadedError(`model "${this.name}" is not loaded`);
     for (const [inputName, tensor] of Object.entries(inputs)) checkTensorShape(inputName, tensor);
-    const serviceMs = this.drawServiceMs();
+    const serviceMs = this.drawServiceMs(inputs);
     await this.pause(serviceMs);
     return { outputs: { y: { dims: [1], data: [serviceMs] } }, computeMs: serviceMs };
   }
@@ -67,7 +75,11 @@ export class EmulatedModel implements ModelRuntime {
     this.loading = undefined;
   }
 
-  private drawServiceMs(): number {
+  private drawServiceMs(inputs: Record<string, TensorValue>): number {
+    if (this.batchProfile !== undefined) {
+      const batch = batchOf(Object.values(inputs).map((t) => t.dims));
+      return drawServiceMs(this.batchProfile, batch, standardNormal(this.random));
+    }
     // A zero scale is a constant time: no draw, so the zero-time benchmark path touches no randomness.
     if (this.profile.scale === 0) return this.profile.loc;
     return Math.max(0, sampleLognormal(this.random, this.profile));

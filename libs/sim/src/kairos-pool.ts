@@ -13,6 +13,7 @@ import { type Random, seededRandom, standardNormal } from "@infergrid/core";
 import {
   type Assignment,
   type BatchMix,
+  drawServiceMs,
   fcfsPreferBase,
   type InstanceType,
   kairosMatch,
@@ -72,14 +73,6 @@ function queriesAt(setting: PoolSetting, ratePerSec: number, seed: number): Quer
     out.push({ arrivalMs: t, batch: sampleBatch(sizes, setting.mix), z: standardNormal(sizes) });
   }
   return out;
-}
-
-/** A service time drawn around the profile: lognormal with the measured p50 as median and p99 at z = 2.326. */
-function actualMs(profile: LatencyProfile, batch: number, z: number): number {
-  const p50 = serviceMs(profile, batch, "mean");
-  const p99 = Math.max(p50, serviceMs(profile, batch, "p99"));
-  const sigma = Math.log(p99 / p50) / 2.326;
-  return p50 * Math.exp(sigma * z);
 }
 
 export function simulatePool(
@@ -154,7 +147,7 @@ export function simulatePool(
       const type = instType[j] as number;
       running[j] = q;
       estEnd[j] = now + ctx.serviceMs(type, q.batch);
-      realEnd[j] = now + actualMs(profiles[type] as LatencyProfile, q.batch, q.z);
+      realEnd[j] = now + drawServiceMs(profiles[type] as LatencyProfile, q.batch, q.z);
       taken.add(qi);
     }
     if (taken.size > 0) {

@@ -555,3 +555,59 @@ describe("dispatch machine: properties over every interleaving", () => {
     );
   });
 });
+
+describe("with a priced view (Kairos's matching on a heterogeneous prefix)", () => {
+  // Entry costs for this request: c is cheapest, then a, then b; d-f are outside the prefix (n = 3).
+  const COST: Record<string, number> = { a: 20, b: 30, c: 10, d: 1, e: 1, f: 1 };
+  function pricedFeed(h: Harness, ev: Event): Action[] {
+    const out: Action[] = [];
+    stepDispatch(h.st, ev, { ...viewOf(h), cost: (i) => COST[LIST[i] as string] as number }, h.settings, out);
+    return out;
+  }
+  const sends = (acts: Action[]) => acts.flatMap((a) => (a.kind === "send" ? [a.entry] : []));
+
+  it("tries the cheapest entry of the prefix, then the next cheapest untried one, never one past the prefix", () => {
+    const h = harness();
+    expect(sends(pricedFeed(h, { kind: "arrived" }))).toEqual(["c"]);
+    expect(sends(pricedFeed(h, { kind: "refused", reason: "busy" }))).toEqual(["a"]);
+    expect(sends(pricedFeed(h, { kind: "refused", reason: "busy" }))).toEqual(["b"]);
+  });
+
+  it("once all refused, parks at the parkFanout cheapest entries", () => {
+    const h = harness();
+    pricedFeed(h, { kind: "arrived" });
+    pricedFeed(h, { kind: "refused", reason: "busy" });
+    pricedFeed(h, { kind: "refused", reason: "busy" });
+    const park = pricedFeed(h, { kind: "refused", reason: "busy" }).find((a) => a.kind === "park");
+    expect(park?.kind === "park" ? park.entries : []).toEqual(["c", "a"]);
+  });
+
+  it("never sends to or parks at an entry that cannot meet QoS while one in the prefix can: it waits for that one", () => {
+    const only = { a: 20, b: Number.POSITIVE_INFINITY, c: Number.POSITIVE_INFINITY } as Record<string, number>;
+    const h = harness();
+    const step = (ev: Event) => {
+      const out: Action[] = [];
+      stepDispatch(h.st, ev, { ...viewOf(h), cost: (i) => only[LIST[i] as string] ?? 1 }, h.settings, out);
+      return out;
+    };
+    expect(sends(step({ kind: "arrived" }))).toEqual(["a"]);
+    const next = step({ kind: "refused", reason: "busy" });
+    expect(sends(next)).toEqual([]);
+    const park = next.find((a) => a.kind === "park");
+    expect(park?.kind === "park" ? park.entries : []).toEqual(["a"]);
+  });
+
+  it("with no entry of the prefix able to meet QoS, dispatches as without prices", () => {
+    const h = harness();
+    const out: Action[] = [];
+    stepDispatch(h.st, { kind: "arrived" }, { ...viewOf(h), cost: () => Number.POSITIVE_INFINITY }, h.settings, out);
+    expect(sends(out)).toHaveLength(1);
+    expect(["a", "b", "c"]).toContain(sends(out)[0]);
+  });
+
+  it("skips an unusable entry however cheap", () => {
+    const h = harness({ usable: new Set(["a", "b", "d", "e", "f"]) });
+    // c is not usable: the prefix is a, b, d, and d is cheapest there.
+    expect(sends(pricedFeed(h, { kind: "arrived" }))).toEqual(["d"]);
+  });
+});

@@ -23,8 +23,8 @@
  *    RT_max.
  */
 import { type Random, randomInt } from "@infergrid/core";
-import { PARK_DEFAULTS, parkTargets } from "./parking-lot.js";
-import { effectivePrefix, hasUntried, type IndexSet, pickBackend, type UsablePredicate } from "./prefix-dispatch.js";
+import { cheapestTargets, PARK_DEFAULTS, parkTargets } from "./parking-lot.js";
+import { effectivePrefix, hasUntried, type IndexSet, pickBackend, pickCheapest, type UsablePredicate } from "./prefix-dispatch.js";
 import { isPastSaving } from "./pruning.js";
 import { ROUND_BACKOFF_DEFAULTS, type RoundBackoffOptions, roundBackoffMs } from "./round-backoff.js";
 
@@ -127,6 +127,15 @@ export interface DispatchView<K> {
   /** The service time pruning assumes; undefined when pruning is off. */
   pruneServiceMs: number | undefined;
   random: Random;
+  /**
+   * Heterogeneous pools (Kairos): what sending this request to entry `index` costs (libs/kairos requestCost:
+   * instance time weighted by the type's heterogeneity coefficient, penalised when it may miss QoS), Infinity
+   * where it cannot meet QoS even on an idle instance. Given, the request goes to the cheapest untried entry
+   * of the prefix and parks at the cheapest ones, never at an infinite one while the prefix has a finite one
+   * (it waits for the instance that can serve it rather than go where it will be late); undefined, to a
+   * uniformly random entry (Swayam).
+   */
+  cost?: ((index: number) => number) | undefined;
 }
 
 export type DispatchPhase = "new" | "sending" | "parked" | "done";
@@ -270,7 +279,7 @@ function refused<K, H>(
   if (settings.parkWindowMs > 0 && PARKABLE.has(reason)) {
     // Late binding once every entry of the round has refused: while one is untried (it may be free), probe it
     // at once. A held slot that turned out expired sends the request back to parking.
-    if (!st.sendingHeld && hasUntried(view.n, view.usable, triedSet(st, view), view.listLength)) tryNext(st, view, settings, out, 0);
+    if (!st.sendingHeld && hasUntried(view.n, view.usable, excludedSet(st, view), view.listLength)) tryNext(st, view, settings, out, 0);
     else parkRound(st, view, settings, out);
     return;
   }
@@ -294,12 +303,12 @@ function tryNext<K, H>(
     return;
   }
   let gap = gapMs;
-  let index = pickBackend(view.n, view.usable, triedSet(st, view), view.random, view.listLength);
+  let index = pick(view, excludedSet(st, view));
   if (index === undefined && st.tried.size > 0) {
     st.tried.clear();
     st.rounds += 1;
     gap += roundBackoffMs(st.rounds, view.now - st.arrivedAt, view.rtMaxMs, { deltaMs: settings.retryGapMs, ...settings.backoff });
-    index = pickBackend(view.n, view.usable, NOTHING_TRIED, view.random, view.listLength);
+    index = pick(view, excludedSet(st, view, false));
   }
   index ??= randomInt(view.random, Math.max(1, Math.min(view.n, view.listLength)));
   const at = view.now + gap;
@@ -321,6 +330,13 @@ function tryNext<K, H>(
   out.push({ kind: "send", index, entry, delayMs: gap, attempt: st.attempts, hold: undefined });
 }
 
+/** The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam). */
+function pick<K>(view: DispatchView<K>, tried: IndexSet): number | undefined {
+  return view.cost === undefined
+    ? pickBackend(view.n, view.usable, tried, view.random, view.listLength)
+    : pickCheapest(view.n, view.usable, tried, view.cost, view.random, view.listLength);
+}
+
 /** Late binding: park at `parkFanout` entries of the prefix for one window, or probe again if none can hold it. */
 function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: DispatchSettings, out: DispatchAction<K, H>[]): void {
   const now = view.now;
@@ -331,7 +347,13 @@ function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: 
   let waitMs = Math.min(settings.parkWindowMs, st.giveUpAt - now - settings.retryGapMs);
   // With pruning the round ends when the request can no longer make it, so that it is dropped then.
   if (view.pruneServiceMs !== undefined) waitMs = Math.min(waitMs, st.arrivedAt + view.rtMaxMs - view.pruneServiceMs - now);
-  const indices = parkTargets(effectivePrefix(view.n, view.usable, view.listLength), settings.parkFanout, view.random);
+  const prefix = effectivePrefix(view.n, view.usable, view.listLength);
+  const cost = view.cost;
+  const servable = cost === undefined ? prefix : prefix.filter((i) => cost(i) < Number.POSITIVE_INFINITY);
+  const indices =
+    cost === undefined || servable.length === 0
+      ? parkTargets(prefix, settings.parkFanout, view.random)
+      : cheapestTargets(servable, settings.parkFanout, cost, view.random);
   if (indices.length === 0 || !(waitMs > 0)) {
     endRound(st, view, settings, out, settings.retryGapMs);
     return;
@@ -418,6 +440,25 @@ function withdrawOpen<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): 
   for (let i = 0; i < st.parkEntries.length; i++) if ((st.parkOpen & (1 << i)) !== 0) entries.push(st.parkEntries[i] as K);
   st.parkOpen = 0;
   out.push({ kind: "withdraw", round: st.round, entries });
+}
+
+/**
+ * The entries a request may not go to now: those tried this round (unless `withTried` is false) and, when the
+ * view prices entries and some prefix entry can serve the request within QoS, those that cannot.
+ */
+function excludedSet<K>(st: DispatchState<K>, view: DispatchView<K>, withTried = true): IndexSet {
+  const tried = withTried ? triedSet(st, view) : NOTHING_TRIED;
+  const cost = view.cost;
+  if (cost === undefined) return tried;
+  let servable = false;
+  let inPrefix = 0;
+  for (let i = 0; i < view.listLength && inPrefix < view.n && !servable; i++) {
+    if (!view.usable(i)) continue;
+    inPrefix++;
+    servable = cost(i) < Number.POSITIVE_INFINITY;
+  }
+  if (!servable) return tried;
+  return { has: (i) => tried.has(i) || cost(i) === Number.POSITIVE_INFINITY };
 }
 
 function triedSet<K>(st: DispatchState<K>, view: DispatchView<K>): IndexSet {

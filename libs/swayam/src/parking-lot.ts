@@ -41,6 +41,18 @@ export function parkTargets(prefix: readonly number[], fanout: number, random: R
   return out;
 }
 
+/** The `fanout` entries of the prefix that cost least for the request (ties in random order). */
+export function cheapestTargets(prefix: readonly number[], fanout: number, cost: (index: number) => number, random: Random): number[] {
+  const shuffled = prefix.slice();
+  for (let i = shuffled.length - 1; i > 0; i--) {
+    const j = randomInt(random, i + 1);
+    [shuffled[i], shuffled[j]] = [shuffled[j] as number, shuffled[i] as number];
+  }
+  const priced = shuffled.map((index) => ({ index, c: cost(index) }));
+  priced.sort((a, b) => a.c - b.c);
+  return priced.slice(0, fanout).map((p) => p.index);
+}
+
 export interface Parked<T> {
   readonly item: T;
   /** The request's arrival on the backend's clock (receive time minus the age it came with). */

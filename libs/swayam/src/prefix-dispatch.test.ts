@@ -1,6 +1,6 @@
 import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
-import { effectivePrefix, hasUntried, pickBackend, replacementFor, usableRange } from "./prefix-dispatch.js";
+import { effectivePrefix, hasUntried, pickBackend, pickCheapest, replacementFor, usableRange } from "./prefix-dispatch.js";
 
 const all = () => true;
 const none: ReadonlySet<number> = new Set();
@@ -77,5 +77,48 @@ describe("prefix helpers", () => {
     expect(replacementFor(3, 2, usable, 10)).toBe(5);
     expect(replacementFor(3, 7, usable, 10)).toBeUndefined(); // not in the prefix
     expect(replacementFor(3, 2, usable, 4)).toBeUndefined(); // no spare entry
+  });
+});
+
+describe("pickCheapest", () => {
+  it("picks the least-cost untried usable entry of the prefix, and spreads ties evenly", () => {
+    const costs = [5, 3, 3, 1, 0];
+    const counts = [0, 0, 0, 0, 0];
+    const random = seededRandom(11);
+    // n = 3: the prefix is 0, 1, 2 (entry 3 and 4 are cheaper but outside it).
+    for (let k = 0; k < 2000; k++) {
+      const i = pickCheapest(
+        3,
+        () => true,
+        { has: () => false },
+        (c) => costs[c] as number,
+        random,
+        5,
+      ) as number;
+      counts[i] = (counts[i] as number) + 1;
+    }
+    expect(counts[0]).toBe(0);
+    expect((counts[3] as number) + (counts[4] as number)).toBe(0);
+    expect(Math.abs((counts[1] as number) - (counts[2] as number))).toBeLessThan(200);
+    expect(
+      pickCheapest(
+        3,
+        () => true,
+        { has: (i) => i !== 0 },
+        (i) => costs[i] as number,
+        random,
+        5,
+      ),
+    ).toBe(0);
+    expect(
+      pickCheapest(
+        3,
+        () => true,
+        { has: () => true },
+        (i) => costs[i] as number,
+        random,
+        5,
+      ),
+    ).toBeUndefined();
   });
 });

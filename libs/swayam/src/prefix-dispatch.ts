@@ -94,3 +94,36 @@ export function replacementFor(n: number, failed: number, usable: UsablePredicat
   }
   return undefined;
 }
+
+/**
+ * The untried usable entry of the prefix that costs least for this request (Kairos's matching for one
+ * pending request: each request is priced on arrival at a decentralised frontend), ties broken uniformly;
+ * undefined if none is left.
+ */
+export function pickCheapest(
+  n: number,
+  usable: UsablePredicate,
+  excluded: IndexSet,
+  cost: (index: number) => number,
+  random: Random,
+  listLength: number,
+): number | undefined {
+  let best: number | undefined;
+  let bestCost = Number.POSITIVE_INFINITY;
+  let ties = 0;
+  let inPrefix = 0;
+  for (let i = 0; i < listLength && inPrefix < n; i++) {
+    if (!usable(i)) continue;
+    inPrefix++;
+    if (excluded.has(i)) continue;
+    const c = cost(i);
+    if (best === undefined || c < bestCost) {
+      [best, bestCost, ties] = [i, c, 1];
+    } else if (c === bestCost) {
+      // Reservoir sampling over the ties: each of them ends up chosen with the same chance.
+      ties++;
+      if (randomInt(random, ties) === 0) best = i;
+    }
+  }
+  return best;
+}

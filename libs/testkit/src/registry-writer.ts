@@ -21,7 +21,13 @@ export class RegistryWriter {
     return new RegistryWriter(nc, await ServiceRegistry.open(nc, logger));
   }
 
-  async assign(spec: control.ServiceSpec.$Properties, backends: ServiceProcess[], minWarm = 1): Promise<void> {
+  /** `instanceTypeOf` names each backend's instance type in the list (all "cpu-1" by default). */
+  async assign(
+    spec: control.ServiceSpec.$Properties,
+    backends: ServiceProcess[],
+    minWarm = 1,
+    instanceTypeOf: (b: ServiceProcess) => string = () => "cpu-1",
+  ): Promise<void> {
     this.version += 1;
     for (const b of backends) {
       await this.registry.putAssignment({
@@ -34,7 +40,7 @@ export class RegistryWriter {
     }
     await this.registry.putService({
       spec,
-      backends: backends.map((b) => ({ backendId: b.ready.id, address: b.ready.grpcAddress, instanceType: "cpu-1" })),
+      backends: backends.map((b) => ({ backendId: b.ready.id, address: b.ready.grpcAddress, instanceType: instanceTypeOf(b) })),
       version: this.version,
       updatedAtUnixMs: Date.now(),
       minWarm,

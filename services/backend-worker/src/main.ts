@@ -51,7 +51,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
         member?.heartbeat.beat();
       },
     },
-    { holdMs: config.holdMs },
+    { holdMs: config.holdMs, instanceType: config.instanceType },
   );
   const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
   new Gauge({

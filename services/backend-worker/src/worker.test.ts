@@ -4,7 +4,7 @@ import { backend, control } from "@infergrid/proto";
 import { createLogger, GrpcStatusError, grpc } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
 import { describe, expect, it, vi } from "vitest";
-import { Worker } from "./worker.js";
+import { toModelSpec, Worker } from "./worker.js";
 
 const SERVICE = "svc";
 const logger = createLogger("test", "worker-test", "silent");
@@ -480,5 +480,28 @@ describe("Worker: every Park call ends exactly once", { timeout: 5_000 }, () => 
     expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE);
     for (const c of cancels) c.abort(); // late aborts change nothing
     expect(holdsEnded).toHaveLength(held);
+  });
+});
+
+describe("toModelSpec: a typed model runs on this backend's type's profile", () => {
+  const model: control.ModelSpec.$Properties = {
+    kind: control.ModelKind.MODEL_KIND_EMULATED,
+    coldStartMs: 50,
+    instanceProfiles: [
+      { instanceType: "gpu", points: [{ batch: 100, meanMs: 10, p99Ms: 12 }] },
+      { instanceType: "cpu", points: [{ batch: 100, meanMs: 40, p99Ms: 60 }] },
+    ],
+  };
+  it("picks the profile of the backend's own instance type", () => {
+    const spec = toModelSpec(model, 1, "cpu");
+    expect(spec.kind === "emulated" ? spec.batchProfile : undefined).toEqual({ points: [{ batch: 100, meanMs: 40, p99Ms: 60 }] });
+    expect(spec.kind === "emulated" ? spec.coldStartMs : 0).toBe(50);
+  });
+  it("refuses a type the model has no profile for, naming the types it has", () => {
+    expect(() => toModelSpec(model, 1, "tpu")).toThrow(/profiles for instance types gpu, cpu, not for this backend's type "tpu"/);
+  });
+  it("leaves an untyped model as it was", () => {
+    const spec = toModelSpec({ kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.1, locMs: 1, scaleMs: 2 } }, 1, "cpu");
+    expect(spec).toEqual({ kind: "emulated", profile: { shape: 0.1, loc: 1, scale: 2 }, coldStartMs: 0 });
   });
 });

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { LatencyProfile } from "@infergrid/kairos";
 import { createModelRuntime, InvalidModelInputError, type ModelRuntime, type ModelSpec } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
@@ -20,14 +21,33 @@ const REFUSAL: Record<string, backend.ExecuteStatus> = {
   draining: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_DRAINING,
 };
 
-export function toModelSpec(model: control.ModelSpec.$Properties | null | undefined, defaultThreads: number): ModelSpec {
+/**
+ * The runtime spec for an assignment's model on this backend. A model with per-instance-type profiles
+ * (Kairos) runs on this backend's type's profile; a type it has none for is an error (the allocator assigns
+ * such a service only backends of its listed types, so this means the two disagree).
+ */
+export function toModelSpec(model: control.ModelSpec.$Properties | null | undefined, defaultThreads: number, instanceType = ""): ModelSpec {
   if (model?.kind === control.ModelKind.MODEL_KIND_ONNX) {
     return { kind: "onnx", model: model.onnxModel ?? "", intraOpThreads: model.intraOpThreads || defaultThreads };
   }
   const p = model?.profile;
+  const typed = model?.instanceProfiles ?? [];
+  let batchProfile: LatencyProfile | undefined;
+  if (typed.length > 0) {
+    const mine = typed.find((t) => t.instanceType === instanceType);
+    if (mine === undefined) {
+      throw new Error(
+        `the model has profiles for instance types ${typed.map((t) => t.instanceType).join(", ")}, not for this backend's type "${instanceType}"`,
+      );
+    }
+    batchProfile = {
+      points: (mine.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 })),
+    };
+  }
   return {
     kind: "emulated",
     profile: { shape: p?.shape ?? 0, loc: p?.locMs ?? 0, scale: p?.scaleMs ?? 0 },
+    ...(batchProfile === undefined ? {} : { batchProfile }),
     coldStartMs: model?.coldStartMs ?? 0,
   };
 }
@@ -54,6 +74,8 @@ interface Hold {
 export interface WorkerOptions {
   /** How long a slot held for a parked request waits for its Execute before it is given back. */
   holdMs: number;
+  /** The instance type this backend runs on (it picks its model's profile for that type). */
+  instanceType?: string;
 }
 
 export interface WorkerEvents {
@@ -141,11 +163,10 @@ export class Worker {
   }
 
   private async load(model: control.ModelSpec.$Properties | null | undefined): Promise<void> {
-    const spec = toModelSpec(model, this.defaultThreads);
     this.loadGeneration += 1;
     const generation = this.loadGeneration;
     try {
-      const runtime = createModelRuntime(spec);
+      const runtime = createModelRuntime(toModelSpec(model, this.defaultThreads, this.options.instanceType));
       const { coldStartMs } = await runtime.load();
       if (generation !== this.loadGeneration) {
         // Reassigned (or warmed up anew) while it loaded: this model serves no one.

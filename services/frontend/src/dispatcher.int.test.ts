@@ -88,7 +88,7 @@ async function startBackend(id: string, locMs: number, holdMs = 1_000): Promise<
   );
   worker.warmUp({ service: SERVICE });
   await vi.waitFor(() => expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE), { timeout: 2000, interval: 2 });
-  return { id, ref: { backendId: id, address: server.address }, worker, server, holdsEnded, parks, executes };
+  return { id, ref: { backendId: id, address: server.address, instanceType: "cpu-1" }, worker, server, holdsEnded, parks, executes };
 }
 
 /** An address nothing listens on. */
@@ -231,7 +231,7 @@ describe("Dispatcher over real gRPC to in-process Workers", { timeout: 8_000 }, 
 
   it("(d) suspects a backend it cannot reach and answers from another", async () => {
     const b1 = await startBackend("b1", 3);
-    const dead = { backendId: "dead", address: await closedAddress() };
+    const dead = { backendId: "dead", address: await closedAddress(), instanceType: "cpu-1" };
     const fe = frontend([dead, b1.ref]);
     const res = await fe.send("r1");
     expect(res.backendId).toBe("b1");

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
+import { batchOf, requestCost, serviceMs } from "@infergrid/kairos";
 import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
 import {
@@ -92,6 +93,11 @@ const FAILURE_CODE = {
  */
 export class Dispatcher {
   private readonly settings: DispatchSettings;
+  /**
+   * When each backend is believed free, from the Executes this frontend sent (Kairos's remaining time of a
+   * busy instance, as far as this frontend knows: the others' requests show up as refusals and parking).
+   */
+  readonly busyUntil = new Map<string, number>();
 
   constructor(
     readonly clients: ClientCache,
@@ -144,6 +150,8 @@ class Flight {
   /** The current park round: its id on the wire, the backends it went to, and the handle that cancels the calls. */
   private park: { round: number; parkId: string; refs: Map<string, BackendRef>; hung: AbortController } | undefined;
   private settled = false;
+  /** The request's batch size: what it costs on each instance type depends on it. */
+  private readonly batch: number;
 
   constructor(
     private readonly d: Dispatcher,
@@ -156,6 +164,7 @@ class Flight {
     private readonly reject: (err: unknown) => void,
   ) {
     this.state = newDispatch(0, deadline - d.options.answerReserveMs);
+    this.batch = batchOf(Object.values(request.inputs ?? {}).map((t) => (t.dims ?? []).map(Number)));
   }
 
   start(arrivedAt: number): void {
@@ -177,6 +186,7 @@ class Flight {
       rtMaxMs: target?.entry.sla.rtMaxMs ?? Number.POSITIVE_INFINITY,
       pruneServiceMs: target?.pruneServiceMs,
       random: this.d.random,
+      cost: this.costOf(target, list, now),
     };
     try {
       stepDispatch(this.state, ev, view, this.settings, this.actions);
@@ -186,6 +196,28 @@ class Flight {
     } catch (err) {
       this.settle(undefined, err);
     }
+  }
+
+  /** The price of each list entry for this request when the service runs on typed instances (Kairos). */
+  private costOf(target: DispatchTarget | undefined, list: readonly BackendRef[], now: number): ((i: number) => number) | undefined {
+    const pricing = target?.entry.pricing;
+    if (pricing === undefined) return undefined;
+    const waited = now - this.state.arrivedAt;
+    return (i) => {
+      const ref = list[i];
+      if (ref === undefined) return Number.POSITIVE_INFINITY;
+      const busyFor = Math.max(0, (this.d.busyUntil.get(ref.backendId) ?? 0) - now);
+      return requestCost(pricing, ref.instanceType, this.batch, busyFor, waited);
+    };
+  }
+
+  /** Notes the backend busy for this request's estimated service time there (typed services only). */
+  private markBusy(ref: BackendRef, target: DispatchTarget, now: number): number | undefined {
+    const profile = target.entry.pricing?.profiles.get(ref.instanceType);
+    if (profile === undefined) return undefined;
+    const until = Math.max(now, this.d.busyUntil.get(ref.backendId) ?? 0) + serviceMs(profile, this.batch);
+    this.d.busyUntil.set(ref.backendId, until);
+    return until;
   }
 
   private act(a: DispatchAction<string, HeldSlot>, list: readonly BackendRef[], target: DispatchTarget | undefined): void {
@@ -247,6 +279,10 @@ class Flight {
     if (this.settled) return;
     const now = Date.now();
     const callDeadline = Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry));
+    const busyMark = this.markBusy(ref, target, now);
+    const freed = () => {
+      if (busyMark !== undefined && this.d.busyUntil.get(ref.backendId) === busyMark) this.d.busyUntil.delete(ref.backendId);
+    };
     unaryCall(
       this.d.clients.get(ref.address),
       BackendServiceDefinition.Execute,
@@ -261,6 +297,7 @@ class Flight {
       { deadline: callDeadline },
     ).then(
       (reply) => {
+        freed();
         this.hooks.onReply(ref.backendId, reply, Date.now());
         if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) {
           this.reply = { reply, backendId: ref.backendId };
@@ -270,6 +307,7 @@ class Flight {
         this.feed({ kind: "refused", reason: REFUSAL.get(reply.status ?? 0) ?? "busy" });
       },
       (err: unknown) => {
+        freed();
         const s = statusOf(err);
         if (NO_RETRY.has(s.code)) {
           this.feed({ kind: "rejected", code: s.code, message: s.details });

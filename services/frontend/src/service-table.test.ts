@@ -23,7 +23,8 @@ describe("toView: a registry entry as the frontend uses it, defaults applied onc
     expect(view.pruneLate).toBe(false);
     expect(view.initialBackends).toBe(1);
     expect(view.serviceTimePrior).toBeUndefined();
-    expect(view.backends).toEqual([{ backendId: "b1", address: "127.0.0.1:1" }]); // an entry without an id is skipped
+    expect(view.backends).toEqual([{ backendId: "b1", address: "127.0.0.1:1", instanceType: "" }]); // an entry without an id is skipped
+    expect(view.pricing).toBeUndefined();
     expect(view.version).toBe(3);
     expect(view.minWarm).toBe(2);
   });
@@ -49,5 +50,42 @@ describe("toView: a registry entry as the frontend uses it, defaults applied onc
   it("refuses an entry with no usable latency threshold or percentile, saying which field", () => {
     expect(toView("svc", entry({ name: "svc" }))).toMatch(/latencyThresholdMs must be positive/);
     expect(toView("svc", entry({ name: "svc", sla: { latencyThresholdMs: 100, percentile: 120 } }))).toMatch(/percentile must be in/);
+  });
+
+  it("prices requests per instance type when the model has per-type profiles, and refuses bad ones by index", () => {
+    const pts = (ms: number[]) => ms.map((m, i) => ({ batch: (i + 1) * 100, meanMs: m, p99Ms: m }));
+    const model = (profiles: control.InstanceProfile.$Properties[]) => ({
+      name: "svc",
+      sla: { latencyThresholdMs: 100 },
+      model: { kind: control.ModelKind.MODEL_KIND_EMULATED, instanceProfiles: profiles },
+    });
+    const view = toView(
+      "svc",
+      entry(
+        model([
+          { instanceType: "gpu", points: pts([10, 20]) },
+          { instanceType: "cpu", points: pts([40, 200]) },
+        ]),
+      ),
+    );
+    if (typeof view === "string") throw new Error(view);
+    expect(view.pricing?.coefficients.get("gpu")).toBe(1);
+    expect(view.pricing?.coefficients.get("cpu")).toBeCloseTo(0.1);
+    expect(view.pricing?.qosMs).toBe(100);
+    expect(toView("svc", entry(model([{ instanceType: "gpu", points: [] }])))).toMatch(/instanceProfiles\[0\]: no points/);
+    expect(
+      toView(
+        "svc",
+        entry(
+          model([
+            { instanceType: "gpu", points: pts([10]) },
+            { instanceType: "gpu", points: pts([10]) },
+          ]),
+        ),
+      ),
+    ).toMatch(/instanceProfiles\[1\]: instance type gpu given twice/);
+    expect(toView("svc", entry(model([{ instanceType: "gpu", points: [{ batch: 10, meanMs: 5, p99Ms: 4 }] }])))).toMatch(
+      /mean_ms <= p99_ms/,
+    );
   });
 });

@@ -1,5 +1,6 @@
 import type { ServiceRegistry } from "@infergrid/control-plane";
 import type { Lognormal } from "@infergrid/core";
+import { type LatencyProfile, profileProblem, type TypedPricing, typedPricing } from "@infergrid/kairos";
 import { control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
 import { type ServiceSla, SWAYAM_DEFAULTS } from "@infergrid/swayam";
@@ -7,6 +8,8 @@ import { type ServiceSla, SWAYAM_DEFAULTS } from "@infergrid/swayam";
 export interface BackendRef {
   backendId: string;
   address: string;
+  /** The backend's instance type, as the allocator listed it ("" when unknown). */
+  instanceType: string;
 }
 
 /**
@@ -27,6 +30,11 @@ export interface ServiceView {
   backends: BackendRef[];
   version: number;
   minWarm: number;
+  /**
+   * Heterogeneous pools (Kairos): the model's latency per instance type against batch size, priced for
+   * placing requests; undefined when the model has no per-type profiles (Swayam's random placement).
+   */
+  pricing: TypedPricing | undefined;
 }
 
 /** The entry as a ServiceView, or why it cannot be served. */
@@ -38,6 +46,15 @@ export function toView(name: string, entry: control.ServiceEntry): ServiceView |
   const percentile = sla?.percentile || SWAYAM_DEFAULTS.slMin * 100;
   if (!(percentile > 0 && percentile < 100)) return `spec.sla.percentile must be in (0, 100) (got ${percentile})`;
   const profile = spec.model?.kind === control.ModelKind.MODEL_KIND_EMULATED ? spec.model.profile : undefined;
+  const typed = new Map<string, LatencyProfile>();
+  for (const [i, t] of (spec.model?.instanceProfiles ?? []).entries()) {
+    const points = (t.points ?? []).map((p) => ({ batch: p.batch ?? 0, meanMs: p.meanMs ?? 0, p99Ms: p.p99Ms ?? 0 }));
+    const problem = profileProblem(points);
+    if (!t.instanceType || typed.has(t.instanceType) || problem !== undefined) {
+      return `spec.model.instanceProfiles[${i}]: ${problem ?? (t.instanceType ? `instance type ${t.instanceType} given twice` : "instanceType is empty")}`;
+    }
+    typed.set(t.instanceType, { points });
+  }
   return {
     name,
     spec,
@@ -46,10 +63,11 @@ export function toView(name: string, entry: control.ServiceEntry): ServiceView |
     initialBackends: Math.max(1, spec.initialBackends || 1),
     serviceTimePrior: profile ? { shape: profile.shape ?? 0, loc: profile.locMs ?? 0, scale: profile.scaleMs ?? 0 } : undefined,
     backends: entry.backends
-      .map((b) => ({ backendId: b.backendId ?? "", address: b.address ?? "" }))
+      .map((b) => ({ backendId: b.backendId ?? "", address: b.address ?? "", instanceType: b.instanceType ?? "" }))
       .filter((b) => b.backendId && b.address),
     version: Number(entry.version),
     minWarm: entry.minWarm,
+    pricing: typed.size === 0 ? undefined : typedPricing(typed, rtMaxMs),
   };
 }
 
