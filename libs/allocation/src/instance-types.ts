@@ -4,13 +4,10 @@
  * given. Pure: the allocator passes in what its heartbeats say.
  */
 
-/** One entry of the allocator's price list (the same fields as a Kairos catalogue's types). */
-export interface InstanceTypePrice {
-  name: string;
-  pricePerHour: number;
-  /** The most backends of this type the pool may hold (the cloud account's limit). */
-  maxCount: number;
-}
+import type { InstanceTypeSpec } from "@infergrid/kairos";
+
+/** One entry of the allocator's price list: a Kairos catalogue's type (name, price, the most the pool may hold). */
+export type InstanceTypePrice = InstanceTypeSpec;
 
 export interface TypedBackend {
   /** As the backend reports it ("" when it reports none). */

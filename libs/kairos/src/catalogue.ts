@@ -7,18 +7,24 @@ import { z } from "zod";
 import { type InstanceType, type LatencyProfile, parseProfileCsv } from "./instance-types.js";
 
 export const instanceTypeSpecSchema = z.strictObject({
-  name: z.string().min(1),
+  name: z.string().trim().min(1, "name must not be empty"),
   pricePerHour: z.number().positive(),
   maxCount: z.number().int().nonnegative(),
 });
 
+/** An instance type's name, price and limit, without its profiles (the allocator's price list is a list of them). */
+export type InstanceTypeSpec = z.infer<typeof instanceTypeSpecSchema>;
+
+/** One or more types, names distinct. */
+export const instanceTypeListSchema = z
+  .array(instanceTypeSpecSchema)
+  .min(1)
+  .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, "instance type names must be distinct");
+
 export const catalogueSpecSchema = z.strictObject({
   /** A profile table (../shared/profiles/kairos-aws-4types.csv format), beside the file or in the profiles directory. */
   profiles: z.string().min(1),
-  types: z
-    .array(instanceTypeSpecSchema)
-    .min(1)
-    .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, "instance type names must be distinct"),
+  types: instanceTypeListSchema,
 });
 
 export type CatalogueSpec = z.infer<typeof catalogueSpecSchema>;

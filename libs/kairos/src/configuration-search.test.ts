@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type Configuration, prunedSearch, rankConfigurations, selectConfiguration } from "./configuration-search.js";
+import { type Configuration, chooseConfiguration, prunedSearch, rankConfigurations, selectConfiguration } from "./configuration-search.js";
 import { flatType, pt } from "./test-support.js";
 import { upperBound } from "./upper-bound.js";
 
@@ -76,5 +76,26 @@ describe("prunedSearch (KAIROS+)", () => {
     const r = prunedSearch(ranked, (c) => c.bound / 2, 1);
     expect(r.evaluations).toBe(1);
     expect(r.best).toBe(ranked[0]);
+  });
+});
+
+describe("chooseConfiguration (the system's: Kairos's pick, replaced only by a clear gain)", () => {
+  const ranked = [cfg([1, 0, 13], 10), cfg([2, 0, 9], 9.9), cfg([2, 0, 8], 9.8), cfg([3, 0, 6], 9.7)];
+  // Kairos's rule picks (2, 0, 9) here (the top three disagree on the base count; it is the centroid).
+  it("keeps Kairos's pick when no evaluation beats it by more than the margin", () => {
+    const q: Record<string, number> = { "1,0,13": 9.0, "2,0,9": 9.2, "2,0,8": 9.0, "3,0,6": 9.3 };
+    const r = chooseConfiguration(ranked, 0, (c) => q[c.counts.join(",")] as number, { maxEvaluations: 10, margin: 0.02 });
+    expect(r.kairos.counts).toEqual([2, 0, 9]);
+    expect(r.best.counts).toEqual([2, 0, 9]);
+    expect(r.throughput).toBe(9.2);
+  });
+  it("switches to a configuration that beats it by more than the margin", () => {
+    const q: Record<string, number> = { "1,0,13": 9.0, "2,0,9": 8.0, "2,0,8": 7.0, "3,0,6": 9.5 };
+    const r = chooseConfiguration(ranked, 0, (c) => q[c.counts.join(",")] as number, { maxEvaluations: 10, margin: 0.02 });
+    expect(r.best.counts).toEqual([3, 0, 6]);
+    expect(r.throughput).toBe(9.5);
+    expect(r.kairosThroughput).toBe(8.0);
+    // Kairos's pick, then (1, 0, 13) and (3, 0, 6); (2, 0, 8) is a sub-configuration of Kairos's pick.
+    expect(r.evaluations).toBe(3);
   });
 });

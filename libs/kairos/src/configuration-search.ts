@@ -87,11 +87,16 @@ export function prunedSearch(
   ranked: readonly Configuration[],
   evaluate: (c: Configuration) => number,
   maxEvaluations = Number.POSITIVE_INFINITY,
+  start?: { config: Configuration; throughput: number },
 ): PrunedSearch {
   const alive = new Set(ranked);
-  let best: Configuration | undefined;
-  let throughput = Number.NEGATIVE_INFINITY;
+  let best: Configuration | undefined = start?.config;
+  let throughput = start?.throughput ?? Number.NEGATIVE_INFINITY;
   let evaluations = 0;
+  if (start !== undefined) {
+    // An already evaluated starting point prunes as an evaluation would.
+    for (const o of alive) if (o.bound <= throughput || isSubConfiguration(o.counts, start.config.counts)) alive.delete(o);
+  }
   for (const c of ranked) {
     if (!alive.has(c) || evaluations >= maxEvaluations) continue;
     const q = evaluate(c);
@@ -104,4 +109,38 @@ export function prunedSearch(
   }
   if (best === undefined) throw new Error("no configuration to search");
   return { best, throughput, evaluations };
+}
+
+export interface ConfigurationChoice extends PrunedSearch {
+  /** Kairos's own pick (selectConfiguration) and its evaluated throughput. */
+  kairos: Configuration;
+  kairosThroughput: number;
+}
+
+/**
+ * The system's choice: Kairos's pick, evaluated, then KAIROS+'s pruned search from it; another configuration
+ * replaces Kairos's pick only when its evaluation beats it by more than `margin` (a share: evaluations are
+ * noisy, and a change of configuration costs cold starts). Evaluations are the caller's: the system runs
+ * them in its simulator on the learned profiles and query mix, never as trials on the live pool.
+ */
+export function chooseConfiguration(
+  ranked: readonly Configuration[],
+  base: number,
+  evaluate: (c: Configuration) => number,
+  options: { maxEvaluations: number; margin: number },
+): ConfigurationChoice {
+  const kairos = selectConfiguration(ranked, base);
+  const kairosThroughput = evaluate(kairos);
+  const r = prunedSearch(ranked, evaluate, options.maxEvaluations - 1, {
+    config: kairos,
+    throughput: kairosThroughput * (1 + options.margin),
+  });
+  const switched = r.best !== kairos;
+  return {
+    kairos,
+    kairosThroughput,
+    best: switched ? r.best : kairos,
+    throughput: switched ? r.throughput : kairosThroughput,
+    evaluations: r.evaluations + 1,
+  };
 }

@@ -64,15 +64,20 @@ export function drawServiceMs(profile: LatencyProfile, batch: number, z: number)
 
 /**
  * Checks a profile given as points (a service spec's, say): batches positive integers, ascending and
- * distinct, latencies positive with mean <= p99. Returns the problem, or undefined when it is valid.
+ * distinct, latencies finite and positive with mean <= p99. Returns the problem as `points[i].field: what`
+ * (or `points: ...`), or undefined when it is valid.
  */
 export function profileProblem(points: readonly LatencyPoint[]): string | undefined {
-  if (points.length === 0) return "no points";
+  if (points.length === 0) return "points: at least one point is required";
   for (let i = 0; i < points.length; i++) {
     const p = points[i] as LatencyPoint;
-    if (!Number.isInteger(p.batch) || p.batch < 1) return `point ${i}: batch must be a positive integer, got ${p.batch}`;
-    if (i > 0 && p.batch <= (points[i - 1] as LatencyPoint).batch) return `point ${i}: batches must be ascending and distinct`;
-    if (!(p.meanMs > 0) || !(p.p99Ms >= p.meanMs)) return `point ${i}: need 0 < mean_ms <= p99_ms, got ${p.meanMs} and ${p.p99Ms}`;
+    const at = `points[${i}]`;
+    if (!Number.isInteger(p.batch) || p.batch < 1) return `${at}.batch must be a positive integer (got ${p.batch})`;
+    const previous = i > 0 ? (points[i - 1] as LatencyPoint).batch : 0;
+    if (p.batch <= previous) return `${at}.batch must be above the previous point's (${previous}): batches ascend`;
+    if (!(Number.isFinite(p.meanMs) && p.meanMs > 0)) return `${at}.mean_ms must be a finite number > 0 (got ${p.meanMs})`;
+    if (!(Number.isFinite(p.p99Ms) && p.p99Ms >= p.meanMs))
+      return `${at}.p99_ms must be a finite number >= mean_ms (${p.meanMs}) (got ${p.p99Ms})`;
   }
   return undefined;
 }

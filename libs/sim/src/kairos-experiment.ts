@@ -14,6 +14,7 @@
 import { seededRandom } from "@infergrid/core";
 import {
   type Configuration,
+  chooseConfiguration,
   heterogeneityCoefficients,
   type InstanceType,
   kairosMatch,
@@ -21,7 +22,6 @@ import {
   type PendingQuery,
   type PoolInstance,
   profileOf,
-  prunedSearch,
   rankConfigurations,
   sampleBatches,
   selectConfiguration,
@@ -107,8 +107,12 @@ export function runKairosScenario(s: KairosScenario, onRun?: (done: number, tota
   let infergrid: { pick: Configuration; evaluations: number } | undefined;
   const chooseInfergrid = () => {
     if (infergrid === undefined) {
+      // Evaluation runs on their own seeds, never the measured ones: what the system would simulate for itself.
       const evalSetting = { ...setting, queries: s.search.queries };
-      const r = prunedSearch(ranked, (c) => throughputAtQos(evalSetting, c.counts, "kairos", c.bound, 40_000), s.search.maxEvaluations);
+      const evaluate = (c: Configuration) =>
+        s.search.seeds.reduce((sum, seed) => sum + throughputAtQos(evalSetting, c.counts, "kairos", c.bound, seed), 0) /
+        s.search.seeds.length;
+      const r = chooseConfiguration(ranked, ub.base, evaluate, { maxEvaluations: s.search.maxEvaluations, margin: s.search.margin });
       infergrid = { pick: r.best, evaluations: r.evaluations };
     }
     return infergrid;

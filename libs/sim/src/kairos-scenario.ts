@@ -39,10 +39,19 @@ const kairosScenarioSchema = z.strictObject({
   monitoredQueries: z.number().int().min(100).default(10_000),
   /** The largest query the heterogeneity coefficients are taken at (Kairos: 1000). */
   largestBatch: z.number().int().positive().default(1000),
-  /** infergrid's search: KAIROS+ over the ranking, each evaluation a simulated run of this many queries. */
+  /**
+   * infergrid's choice: Kairos's pick, then KAIROS+'s pruned walk, each evaluation the mean throughput at QoS
+   * of simulated runs of `queries` queries on `seeds` (kept apart from the measured seeds); another
+   * configuration replaces Kairos's pick only when it evaluates more than `margin` better.
+   */
   search: z
-    .strictObject({ maxEvaluations: z.number().int().positive().default(16), queries: z.number().int().min(1000).default(10_000) })
-    .default({ maxEvaluations: 16, queries: 10_000 }),
+    .strictObject({
+      maxEvaluations: z.number().int().positive().default(16),
+      queries: z.number().int().min(1000).default(20_000),
+      seeds: z.array(z.number().int().nonnegative()).min(1).default([40_000, 40_001]),
+      margin: z.number().min(0).default(0.02),
+    })
+    .default({ maxEvaluations: 16, queries: 20_000, seeds: [40_000, 40_001], margin: 0.02 }),
   policies: z
     .array(z.enum(KAIROS_POLICIES))
     .min(1)

@@ -72,7 +72,7 @@ describe("toView: a registry entry as the frontend uses it, defaults applied onc
     expect(view.pricing?.coefficients.get("gpu")).toBe(1);
     expect(view.pricing?.coefficients.get("cpu")).toBeCloseTo(0.1);
     expect(view.pricing?.qosMs).toBe(100);
-    expect(toView("svc", entry(model([{ instanceType: "gpu", points: [] }])))).toMatch(/instanceProfiles\[0\]: no points/);
+    expect(toView("svc", entry(model([{ instanceType: "gpu", points: [] }])))).toMatch(/instanceProfiles\[0\]\.points: at least one point/);
     expect(
       toView(
         "svc",
@@ -83,9 +83,9 @@ describe("toView: a registry entry as the frontend uses it, defaults applied onc
           ]),
         ),
       ),
-    ).toMatch(/instanceProfiles\[1\]: instance type gpu given twice/);
+    ).toMatch(/instanceProfiles\[1\]\.instanceType: gpu given twice/);
     expect(toView("svc", entry(model([{ instanceType: "gpu", points: [{ batch: 10, meanMs: 5, p99Ms: 4 }] }])))).toMatch(
-      /mean_ms <= p99_ms/,
+      /points\[0\]\.p99_ms must be a finite number >= mean_ms \(5\) \(got 4\)/,
     );
   });
 });

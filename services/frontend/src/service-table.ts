@@ -51,7 +51,8 @@ export function toView(name: string, entry: control.ServiceEntry): ServiceView |
     const points = (t.points ?? []).map((p) => ({ batch: p.batch ?? 0, meanMs: p.meanMs ?? 0, p99Ms: p.p99Ms ?? 0 }));
     const problem = profileProblem(points);
     if (!t.instanceType || typed.has(t.instanceType) || problem !== undefined) {
-      return `spec.model.instanceProfiles[${i}]: ${problem ?? (t.instanceType ? `instance type ${t.instanceType} given twice` : "instanceType is empty")}`;
+      const what = problem ?? `instanceType: ${t.instanceType ? `${t.instanceType} given twice` : "empty"}`;
+      return `spec.model.instanceProfiles[${i}].${what}`;
     }
     typed.set(t.instanceType, { points });
   }

@@ -1,19 +1,12 @@
 import { readFileSync } from "node:fs";
 import { type InstanceTypePrice, OBJECTIVE_NAMES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
+import { instanceTypeListSchema } from "@infergrid/kairos";
 import { parseWorkload } from "@infergrid/pool-actuator";
 import { field } from "@infergrid/runtime";
 import { z } from "zod";
 
-/** One price-list entry: the fields of a Kairos catalogue's `types` (libs/kairos catalogue.ts), so one file serves both. */
-const instanceTypePrice = z.strictObject({
-  name: z.string().trim().min(1, "name must not be empty"),
-  pricePerHour: z.number().positive(),
-  maxCount: z.number().int().nonnegative(),
-});
-const priceList = z
-  .array(instanceTypePrice)
-  .min(1)
-  .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, "instance type names must be distinct");
+/** The price list is a Kairos catalogue's `types` (libs/kairos), so one file serves both. */
+const priceList = instanceTypeListSchema;
 
 /**
  * The instance-type price list from its option's value: a JSON list `[{name, pricePerHour, maxCount}]`

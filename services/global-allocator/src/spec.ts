@@ -1,4 +1,5 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
+import { profileProblem } from "@infergrid/kairos";
 import { control } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 
@@ -9,7 +10,6 @@ export interface SpecDefaults {
 }
 
 const invalid = (message: string) => new GrpcStatusError(grpc.status.INVALID_ARGUMENT, message);
-const isPositive = (x: number | null | undefined): x is number => typeof x === "number" && Number.isFinite(x) && x > 0;
 
 /**
  * The model's per-instance-type profiles, checked: types named and distinct, each a non-empty curve of
@@ -29,23 +29,11 @@ function instanceProfiles(
     seen.add(type);
     if (knownTypes.length > 0 && !knownTypes.includes(type))
       throw invalid(`${at}.instance_type: ${type} is not in the allocator's instance-type price list (${knownTypes.join(", ")})`);
-    const points = p.points ?? [];
-    if (points.length === 0) throw invalid(`${at}.points: at least one point is required`);
-    let previous = 0;
-    return control.InstanceProfile.create({
-      instanceType: type,
-      points: points.map((pt, j) => {
-        const where = `${at}.points[${j}]`;
-        const batch = pt.batch ?? 0;
-        if (!(Number.isInteger(batch) && batch > 0)) throw invalid(`${where}.batch must be a positive integer (got ${batch})`);
-        if (batch <= previous) throw invalid(`${where}.batch must be above the previous point's (${previous}): batches ascend`);
-        previous = batch;
-        if (!isPositive(pt.meanMs)) throw invalid(`${where}.mean_ms must be a finite number > 0 (got ${pt.meanMs})`);
-        if (!(isPositive(pt.p99Ms) && pt.p99Ms >= pt.meanMs))
-          throw invalid(`${where}.p99_ms must be a finite number >= mean_ms (${pt.meanMs}) (got ${pt.p99Ms})`);
-        return control.BatchLatency.create({ batch, meanMs: pt.meanMs, p99Ms: pt.p99Ms });
-      }),
-    });
+    const points = (p.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 }));
+    // The same check the frontends and backends rely on (libs/kairos), so what is accepted here they can use.
+    const problem = profileProblem(points);
+    if (problem !== undefined) throw invalid(`${at}.${problem}`);
+    return control.InstanceProfile.create({ instanceType: type, points: points.map((pt) => control.BatchLatency.create(pt)) });
   });
 }
 const isNonNegative = (x: number | null | undefined) => typeof x === "number" && Number.isFinite(x) && x >= 0;
