@@ -94,7 +94,10 @@ export function shareAllocationPolicy(shares: ReadonlyMap<string, ServiceShare>)
       ...input,
       services: input.services.map((s, j) => {
         const length = lengths[j] ?? 0;
-        return shares.has(s.name) ? { ...s, maxBackends: Math.max(1, length), minBackends: Math.min(s.minBackends, length) } : s;
+        // A service with per-type counts was sized by its Kairos configuration of its share of the budget.
+        return shares.has(s.name) && s.typeCounts === undefined
+          ? { ...s, maxBackends: Math.max(1, length), minBackends: Math.min(s.minBackends, length) }
+          : s;
       }),
     });
     for (const [name, plan] of decision.services) {

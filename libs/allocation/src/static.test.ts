@@ -136,3 +136,43 @@ describe("planStaticAllocation", () => {
     expect(empty.minWarm.get("a")).toBe(0);
   });
 });
+
+describe("planStaticAllocation: per-type counts (Kairos's configuration of a service)", () => {
+  const typeOf = (id: string) => (id.startsWith("g") ? "gpu" : id.startsWith("c") ? "cpu" : undefined);
+  const counts = (gpu: number, cpu: number) => ({
+    counts: new Map([
+      ["gpu", gpu],
+      ["cpu", cpu],
+    ]),
+    typeOf,
+  });
+  const svc = (name: string, currentList: string[], typeCounts = counts(1, 2)) => ({
+    name,
+    minBackends: 0,
+    maxBackends: 3,
+    initialBackends: 1,
+    currentList,
+    typeCounts,
+  });
+
+  it("gives each type up to its count, nothing of a type it holds enough of", () => {
+    const d = planStaticAllocation({ services: [svc("a", [])], freeBackends: ["c1", "c2", "c3", "g1", "g2", "x1"], poolSize: 6 });
+    expect([...(d.lists.get("a") ?? [])].sort()).toEqual(["c1", "c2", "g1"]);
+    expect(d.free).toEqual(["c3", "g2", "x1"]);
+  });
+  it("loses the entries of a type it holds too many of, from that type's tail, and keeps the rest in order", () => {
+    const d = planStaticAllocation({ services: [svc("a", ["g1", "c1", "g2", "c2"])], freeBackends: [], poolSize: 4 });
+    expect(d.lists.get("a")).toEqual(["g1", "c1", "c2"]);
+    expect(d.services.get("a")?.removed).toEqual(["g2"]);
+    expect(d.free).toEqual(["g2"]);
+  });
+  it("two services share the types by their counts", () => {
+    const d = planStaticAllocation({
+      services: [svc("a", [], counts(2, 0)), { ...svc("b", [], counts(1, 3)), maxBackends: 4 }],
+      freeBackends: ["c1", "c2", "c3", "g1", "g2", "g3"],
+      poolSize: 6,
+    });
+    expect([...(d.lists.get("a") ?? [])].sort()).toEqual(["g1", "g2"]);
+    expect([...(d.lists.get("b") ?? [])].sort()).toEqual(["c1", "c2", "c3", "g3"]);
+  });
+});

@@ -18,6 +18,17 @@ export interface ServiceDemand {
    * those types); undefined = any. Entries already in its list are not checked again.
    */
   accepts?: (backendId: string) => boolean;
+  /**
+   * Per instance type, how many backends of it the list holds (Kairos's configuration for the service):
+   * the list is given only backends of a type it is short of, and loses from its tail those of a type it
+   * holds too many of. Its length is then at most the counts' sum. Undefined: no per-type counts.
+   */
+  typeCounts?: TypeCounts;
+}
+
+export interface TypeCounts {
+  counts: ReadonlyMap<string, number>;
+  typeOf: (backendId: string) => string | undefined;
 }
 
 export interface AllocationInput {
@@ -110,7 +121,9 @@ export function fairShares(services: readonly { name: string; target: number; he
  *     than an equal share while nobody else needs it, which spares in-use backends needless churn);
  *  4. existing entries never move: lists only lose their tail or grow at the end;
  *  5. a service with `accepts` is given (or reclaims) only backends it accepts, and its share is capped
- *     at how many of those exist.
+ *     at how many of those exist;
+ *  6. a service with `typeCounts` first loses the tail entries of a type it holds too many of, is given
+ *     only backends of a type it is short of, and its share is capped at the counts' sum.
  */
 export function planStaticAllocation(input: AllocationInput): AllocationDecision {
   const services = [...input.services].sort(byName);
@@ -124,15 +137,24 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
     if (s.maxBackends > 0 && list.length > s.maxBackends) {
       free.push(...list.splice(s.maxBackends));
     }
+    if (s.typeCounts) free.push(...trimToTypeCounts(list, s.typeCounts));
   }
   free.sort();
 
   const targets = new Map(services.map((s) => [s.name, staticTarget(s, input.poolSize, services.length)]));
   const available = free.length + services.reduce((n, s) => n + listOf(s.name).length, 0);
-  const takes = (s: ServiceDemand, id: string) => s.accepts === undefined || s.accepts(id);
+  const shortOf = (s: ServiceDemand, id: string) => {
+    if (s.typeCounts === undefined) return true;
+    const { counts, typeOf } = s.typeCounts;
+    const type = typeOf(id);
+    if (type === undefined) return false;
+    return listOf(s.name).filter((b) => typeOf(b) === type).length < (counts.get(type) ?? 0);
+  };
+  const takes = (s: ServiceDemand, id: string) => (s.accepts === undefined || s.accepts(id)) && shortOf(s, id);
   // A service that takes only some backends is never entitled to more than exist of them: the rest of
   // its share goes to the others instead of sitting free.
   const reachable = (s: ServiceDemand) => {
+    if (s.typeCounts) return [...s.typeCounts.counts.values()].reduce((a, b) => a + b, 0);
     if (s.accepts === undefined) return Number.POSITIVE_INFINITY;
     const own = listOf(s.name);
     const mine = new Set(own);
@@ -149,7 +171,10 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
   // share is restricted to: an unrestricted service should not take the few backends a profiled one can use.
   const pick = (s: ServiceDemand): number => {
     const wantedElsewhere = (id: string) =>
-      services.some((d) => d !== s && d.accepts !== undefined && listOf(d.name).length < shareOf(d.name) && d.accepts(id));
+      services.some(
+        (d) =>
+          d !== s && (d.accepts !== undefined || d.typeCounts !== undefined) && listOf(d.name).length < shareOf(d.name) && takes(d, id),
+      );
     const spare = free.findIndex((id) => takes(s, id) && !wantedElsewhere(id));
     return spare >= 0 ? spare : free.findIndex((id) => takes(s, id));
   };
@@ -211,4 +236,21 @@ export function planStaticAllocation(input: AllocationInput): AllocationDecision
     decision.minWarm.set(s.name, plan.minWarm);
   }
   return decision;
+}
+
+/** Removes (and returns) the tail entries of each type the list holds more of than `typeCounts` says. */
+function trimToTypeCounts(list: string[], { counts, typeOf }: TypeCounts): string[] {
+  const kept = new Map<string, number>();
+  const keep: string[] = [];
+  const dropped: string[] = [];
+  for (const id of list) {
+    const type = typeOf(id) ?? "";
+    const n = kept.get(type) ?? 0;
+    if (n < (counts.get(type) ?? 0)) {
+      kept.set(type, n + 1);
+      keep.push(id);
+    } else dropped.push(id);
+  }
+  list.splice(0, list.length, ...keep);
+  return dropped;
 }
