@@ -1,10 +1,18 @@
-import { type AllocationPolicy, type InstanceTypePrice, instanceTypeFilter, summarizeInstanceTypes } from "@infergrid/allocation";
+import {
+  type AllocationPolicy,
+  type InstanceTypePrice,
+  instanceTypeFilter,
+  planTypedCapacity,
+  summarizeInstanceTypes,
+  type TypedCapacityPlan,
+} from "@infergrid/allocation";
 import { instanceIdProblem, MembershipTable } from "@infergrid/control-plane";
+import { servingProblem } from "@infergrid/kairos";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
 import type { Actuator } from "./actuator.js";
 import { BackendPool } from "./pool.js";
-import { normalizeSpec, type SpecDefaults, sameSpec } from "./spec.js";
+import { normalizeSpec, type SpecDefaults, sameSpec, serviceModelOf } from "./spec.js";
 
 export interface AllocatorOptions {
   ttlMs: number;
@@ -24,10 +32,16 @@ export interface AllocatorOptions {
   specDefaults: SpecDefaults;
   /** The instance-type price list (empty: none configured): prices the cluster state, checks specs' profiles. */
   instanceTypes?: readonly InstanceTypePrice[];
+  /**
+   * The cluster's cost budget, USD/h (with a price list): specs profiled per type are refused when nothing
+   * within it serves them, and while every service is profiled per type the shares are spent as Kairos
+   * configurations (per-type list counts and pool sizes).
+   */
+  budgetPerHour?: number;
   objective: string;
   policy: AllocationPolicy;
   /** What the slow loop planned for a service, published with the plan. */
-  describe?: (service: string) => { predictedRatePerS: number } | undefined;
+  describe?: (service: string) => { predictedRatePerS: number; share?: number } | undefined;
 }
 
 interface ServiceRecord {
@@ -92,6 +106,10 @@ export class Allocator {
   /** Backends being removed from the pool: never handed to a list again. */
   private readonly retiring = new Set<string>();
   private planned = false;
+  /** The last per-type plan (Kairos configurations of the services' budget shares); undefined when not typed. */
+  private typedPlan: TypedCapacityPlan | undefined;
+  private typedPlanKey = "";
+  private typedInputs = "";
   /** Asks the control loop for a reconcile soon (membership changed). */
   wake: () => void = () => {};
 
@@ -215,6 +233,15 @@ export class Allocator {
       this.options.specDefaults,
       (this.options.instanceTypes ?? []).map((t) => t.name),
     );
+    const model = serviceModelOf(spec);
+    if (model && this.options.budgetPerHour !== undefined) {
+      const problem = servingProblem(model, this.options.instanceTypes ?? [], this.options.budgetPerHour);
+      if (problem !== undefined)
+        throw new GrpcStatusError(
+          grpc.status.INVALID_ARGUMENT,
+          `spec.model.instance_profiles: within the cluster's budget of ${this.options.budgetPerHour} USD/h, ${problem}`,
+        );
+    }
     return this.serial(async () => {
       const t = now();
       const current = this.services.get(spec.name);
@@ -333,6 +360,61 @@ export class Allocator {
     for (const id of ids) this.retiring.add(id);
   }
 
+  /** Per instance type, the backends the last per-type plan asks the pool for; undefined when the cluster is not planned per type. */
+  typedTotals(): ReadonlyMap<string, number> | undefined {
+    return this.typedPlan?.totals;
+  }
+
+  /** A live backend's instance type, as its heartbeats report it. */
+  instanceTypeOf(backendId: string): string | undefined {
+    return this.pool.get(backendId)?.info.instanceType;
+  }
+
+  /**
+   * Kairos combined with the slow loop's shares: with a budget and a price list, and every service
+   * profiled per type (a service that runs anywhere has no configuration to plan), each service's share of
+   * the budget buys its configuration. Logged when it changes.
+   */
+  private planTypes(names: readonly string[]): TypedCapacityPlan | undefined {
+    const budget = this.options.budgetPerHour;
+    const prices = this.options.instanceTypes ?? [];
+    const services = names.flatMap((n) => {
+      const model = serviceModelOf(this.services.get(n)?.entry.spec);
+      return model ? [{ name: n, model, share: this.options.describe?.(n)?.share ?? 1 }] : [];
+    });
+    if (budget === undefined || prices.length === 0 || names.length === 0 || services.length < names.length) {
+      if (this.typedPlan && budget !== undefined)
+        this.logger.warn("a service without per-type profiles is registered: pools and lists are no longer planned per type");
+      this.typedPlan = undefined;
+      this.typedPlanKey = "";
+      return undefined;
+    }
+    const inputs = JSON.stringify(services.map((x) => [x.name, x.share, x.model.qosMs, [...x.model.profiles]]));
+    // The search ranks every in-budget configuration: only when the shares or the specs change.
+    if (this.typedPlan && inputs === this.typedInputs) return this.typedPlan;
+    this.typedInputs = inputs;
+    const plan = planTypedCapacity(services, prices, budget);
+    const key = JSON.stringify([[...plan.services].map(([n, c]) => [n, [...c.counts]]), [...plan.problems]]);
+    if (key !== this.typedPlanKey) {
+      this.typedPlanKey = key;
+      this.logger.info(
+        {
+          configurations: Object.fromEntries(
+            [...plan.services].map(([n, c]) => [n, { ...Object.fromEntries(c.counts), costPerHour: c.costPerHour, bound: c.bound }]),
+          ),
+          pool: Object.fromEntries(plan.totals),
+          costPerHour: plan.costPerHour,
+          budgetPerHour: budget,
+        },
+        "planned the services' instance-type configurations",
+      );
+      for (const [n, why] of plan.problems)
+        this.logger.warn({ service: n, problem: why }, "no configuration for a service within its share of the budget");
+    }
+    this.typedPlan = plan;
+    return plan;
+  }
+
   /** The pool as the last control step saw it; undefined while the allocator cannot judge it (settling, deaf, no step yet). */
   poolView(now: number): PoolView | undefined {
     if (!this.planned || this.deaf || now < this.settleUntil) return undefined;
@@ -399,11 +481,13 @@ export class Allocator {
         ),
       ]),
     );
+    const typed = this.planTypes(names);
+    const typeOf = (id: string) => this.pool.get(id)?.info.instanceType;
     const decision = this.options.policy({
       services: names.map((n) => {
         const spec = this.services.get(n)?.entry.spec;
         const filter = accepts.get(n);
-        return {
+        const demand = {
           name: n,
           minBackends: spec?.minBackends ?? 0,
           maxBackends: spec?.maxBackends ?? 0,
@@ -411,6 +495,11 @@ export class Allocator {
           currentList: cleaned.get(n) ?? [],
           ...(filter ? { accepts: filter } : {}),
         };
+        if (!typed) return demand;
+        // Its Kairos configuration sets the list: per-type counts, and the length is their sum.
+        const counts = typed.services.get(n)?.counts ?? new Map<string, number>();
+        const length = [...counts.values()].reduce((a, b) => a + b, 0);
+        return { ...demand, maxBackends: length, minBackends: Math.min(demand.minBackends, length), typeCounts: { counts, typeOf } };
       }),
       freeBackends: this.pool
         .live(now)

@@ -81,5 +81,10 @@ describe("--pool-types", () => {
     expect(
       c({ INFERGRID_POOL_ACTUATOR: "local", INFERGRID_POOL_TYPES: "g4dn.xlarge,r5n.large", INFERGRID_INSTANCE_TYPES: prices }),
     ).toEqual([]);
+    expect(c({ INFERGRID_BUDGET_PER_HOUR: "2.5" })).toEqual([
+      "--budget-per-hour / INFERGRID_BUDGET_PER_HOUR: needs --instance-types (the budget buys instances at their prices)",
+    ]);
+    expect(c({ INFERGRID_BUDGET_PER_HOUR: "2.5", INFERGRID_INSTANCE_TYPES: prices })).toEqual([]);
+    expect(() => load({ INFERGRID_BUDGET_PER_HOUR: "-1" })).toThrow(/--budget-per-hour \/ INFERGRID_BUDGET_PER_HOUR/);
   });
 });

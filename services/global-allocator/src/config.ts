@@ -137,6 +137,13 @@ export const allocatorConfig = z.object({
     .describe(
       "the instance-type price list: JSON [{name, pricePerHour, maxCount}] inline or the path of a JSON file (a Kairos catalogue's types); prices the cluster state, caps each type's pool at maxCount, and refuses service specs profiled for a type it does not name",
     ),
+  budgetPerHour: z.coerce
+    .number()
+    .positive()
+    .optional()
+    .describe(
+      "the cluster's cost budget, USD per hour (needs --instance-types): a service profiled per instance type is refused at registration when no configuration within it serves it, and the slow loop spends each service's share of it on the service's Kairos configuration, which sizes each type's pool and each list's per-type counts",
+    ),
   poolMinSize: field.int(1, 0).describe("the pool never shrinks below this many backends"),
   poolMaxSize: field.int(16, 0).describe("the cluster's capacity in backends: the pool never grows beyond it"),
   poolHeadroom: field.int(1, 0).describe("free backends kept on top of what the lists ask for"),
@@ -150,8 +157,12 @@ export type AllocatorConfig = z.infer<typeof allocatorConfig>;
  * need an actuator and the form it takes, and name only types of the price list (a typo would start a
  * pool no service can be given).
  */
-export function configProblems(config: Pick<AllocatorConfig, "poolActuator" | "poolTypes" | "instanceTypes">): string[] {
+export function configProblems(
+  config: Pick<AllocatorConfig, "poolActuator" | "poolTypes" | "instanceTypes"> & Partial<Pick<AllocatorConfig, "budgetPerHour">>,
+): string[] {
   const problems: string[] = [];
+  if (config.budgetPerHour !== undefined && config.instanceTypes === undefined)
+    problems.push("--budget-per-hour / INFERGRID_BUDGET_PER_HOUR: needs --instance-types (the budget buys instances at their prices)");
   const pools = config.poolTypes;
   if (pools.length === 0) return problems;
   if (config.poolActuator === "none") problems.push("--pool-types / INFERGRID_POOL_TYPES: needs --pool-actuator local or kubernetes");

@@ -60,6 +60,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       burstFactor: config.defaultBurstFactor,
     },
     instanceTypes: config.instanceTypes ?? [],
+    ...(config.budgetPerHour !== undefined ? { budgetPerHour: config.budgetPerHour } : {}),
     objective: planner ? `faro/${config.objective}` : "static",
     policy: planner?.policy ?? planStaticAllocation,
     ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),

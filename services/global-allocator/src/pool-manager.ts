@@ -1,5 +1,5 @@
 import { checkPoolSizing, type PoolSizingOptions, planPoolSize } from "@infergrid/allocation";
-import type { PoolActuator } from "@infergrid/pool-actuator";
+import { type PoolActuator, TypedPools } from "@infergrid/pool-actuator";
 import type { Logger } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
 
@@ -15,6 +15,8 @@ export interface PoolManagerHooks {
 export class PoolManager {
   private requested: number | undefined;
   private busy = false;
+  /** Per type, since when the plan has wanted its pool smaller (a shrink waits out the scale-down delay). */
+  private readonly shrinkSince = new Map<string, number>();
 
   constructor(
     private readonly allocator: Allocator,
@@ -37,6 +39,11 @@ export class PoolManager {
     if (!view) return;
     this.busy = true;
     try {
+      const totals = this.allocator.typedTotals();
+      if (totals && this.actuator instanceof TypedPools) {
+        await this.stepTypes(now, this.actuator, totals, view.free);
+        return;
+      }
       // Read back every time: someone (kubectl scale, a rollout) may have changed it.
       const requested = await this.actuator.currentSize();
       this.requested = requested;
@@ -55,5 +62,48 @@ export class PoolManager {
     } finally {
       this.busy = false;
     }
+  }
+
+  /**
+   * The per-type plan (each service's Kairos configuration, summed) sizes each type's pool: growth at once,
+   * a shrink once the plan has wanted it for the scale-down delay, taking the type's free backends first.
+   * Types the price list has but the pools do not are left out (they cannot be started here).
+   */
+  private async stepTypes(
+    now: number,
+    pools: TypedPools,
+    totals: ReadonlyMap<string, number>,
+    free: readonly { id: string; since: number }[],
+  ): Promise<void> {
+    const current = await pools.currentSizes();
+    const changed = new Map<string, number>();
+    const removeFirst: string[] = [];
+    for (const [type, size] of current) {
+      const wanted = Math.max(totals.get(type) ?? 0, 0);
+      if (wanted >= size) this.shrinkSince.delete(type);
+      if (wanted > size) changed.set(type, wanted);
+      if (wanted >= size) continue;
+      const since = this.shrinkSince.get(type) ?? now;
+      this.shrinkSince.set(type, since);
+      if (now - since < this.options.scaleDownDelayMs) continue;
+      changed.set(type, wanted);
+      removeFirst.push(
+        ...free
+          .filter((f) => this.allocator.instanceTypeOf(f.id) === type)
+          .slice(0, size - wanted)
+          .map((f) => f.id),
+      );
+    }
+    this.requested = [...current].reduce((sum, [type, n]) => sum + (changed.get(type) ?? n), 0);
+    if (changed.size === 0) return;
+    this.allocator.retire(removeFirst);
+    this.logger.info(
+      { from: Object.fromEntries(current), to: Object.fromEntries(changed), removeFirst, actuator: this.actuator.kind },
+      "resizing the per-type pools to the services' configurations",
+    );
+    const before = [...current].reduce((sum, [, n]) => sum + n, 0);
+    await pools.scaleTypesTo(changed, { removeFirst });
+    this.hooks.onScaled?.(before, this.requested);
+    for (const type of changed.keys()) this.shrinkSince.delete(type);
   }
 }

@@ -1,5 +1,5 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
-import { profileProblem } from "@infergrid/kairos";
+import { profileProblem, type ServiceModel } from "@infergrid/kairos";
 import { control } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 
@@ -115,4 +115,22 @@ export function sameSpec(
   const x = control.ServiceSpec.encode(a ?? {}).finish();
   const y = control.ServiceSpec.encode(b ?? {}).finish();
   return x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+/**
+ * What Kairos's configuration search needs of a (normalized) spec: its per-type profiles and its QoS, the
+ * SLA's latency threshold. Undefined for a spec without per-type profiles.
+ */
+export function serviceModelOf(spec: control.ServiceSpec.$Properties | null | undefined): ServiceModel | undefined {
+  const profiles = spec?.model?.instanceProfiles ?? [];
+  if (profiles.length === 0) return undefined;
+  return {
+    profiles: new Map(
+      profiles.map((p) => [
+        p.instanceType ?? "",
+        { points: (p.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 })) },
+      ]),
+    ),
+    qosMs: spec?.sla?.latencyThresholdMs ?? 0,
+  };
 }
