@@ -83,3 +83,35 @@ describe("mergeSorted", () => {
     expect(mergeSorted(Float64Array.from([1, 3]), [], [4])).toBeUndefined();
   });
 });
+
+describe("FrontendScaler: a list that mixes instance types", () => {
+  const make = () => {
+    const s = new FrontendScaler({ probeCostMs: 2, rateWindowMs: 10_000, rateHistoryMs: 50_000, tSetupMs: 10_000 });
+    feed(s, 0, 60_000, 100);
+    // 200 replies: "fast" computes its requests in 5 ms, "slow" in 20 ms (pooled mean 12.5 ms).
+    for (let i = 0; i < 100; i++) {
+      s.observeReply("f", 1, 5, 59_000, "fast");
+      s.observeReply("s", 1, 20, 59_000, "slow");
+    }
+    return s;
+  };
+  const types = (layout: string[]) => (i: number) => layout[i];
+  const fastFirst = ["fast", "fast", ...Array(18).fill("slow")];
+  const slowFirst = [...Array(18).fill("slow"), "fast", "fast"];
+
+  it("weighs each usable entry by its type's speed on what it serves, in prefix order", () => {
+    const s = make();
+    const w = s.entryWeights(s.serviceTime(), 4, types(["fast", "slow", "fast", "gpu"]), (i) => i !== 2);
+    expect(w).toEqual([2.5, 0.625, 1]); // entry 2 unusable; a type never measured weighs 1
+    expect(s.entryWeights(s.serviceTime(), 3, types(["slow", "slow", "slow"]))).toBeUndefined(); // one type: alike
+  });
+  it("sizes a prefix of fast entries smaller than one of slow entries, and the unweighted model in between", () => {
+    const sla2 = { rtMaxMs: 100, slMin: 0.99, burstFactor: 1 };
+    const n = (layout?: string[]) =>
+      make().decide(60_000, { sla: sla2, listLength: 20, minWarm: 1, ...(layout ? { entryType: types(layout) } : {}) }).n;
+    // 100 req/s x 12.5 ms = 1.25 average entries busy.
+    expect(n(fastFirst)).toBeLessThan(n(slowFirst));
+    expect(n(fastFirst)).toBeLessThanOrEqual(n());
+    expect(n(slowFirst)).toBeGreaterThanOrEqual(n());
+  });
+});

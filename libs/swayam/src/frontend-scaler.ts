@@ -12,13 +12,18 @@
  *    registered profile) if any, else a lognormal fitted to what there is, else `defaultServiceMs`.
  *  - The rate prediction is never below the current local rate: a regression on a falling
  *    trend may predict less than what arrives now, and under-sizing is the costly error.
+ *  - Instance types (Kairos): when replies say which type served them and a prefix mixes types, each
+ *    entry is weighted by how fast its type serves the requests it gets (E[S] over its type's mean of its
+ *    last `maxSamples` compute times), so a prefix of few fast and many cheap entries is sized by what it
+ *    serves, not by its length; the convolution keeps the pooled distribution, which is what a request
+ *    sees under the matching.
  */
 import { fitLognormal, type Lognormal } from "@infergrid/core";
 import { FrontendCountEstimator } from "./frontend-count.js";
 import { SWAYAM_DEFAULTS } from "./parameters.js";
 import type { UsablePredicate } from "./prefix-dispatch.js";
 import { RateHistory } from "./rate-history.js";
-import type { ServiceTime, SizingResult } from "./response-time-model.js";
+import { meanServiceTimeMs, type ServiceTime, type SizingResult } from "./response-time-model.js";
 import { decideScale, initialScaleState, type ScaleReason, type ScaleState } from "./scaling-decision.js";
 
 export interface FrontendScalerOptions {
@@ -54,6 +59,8 @@ export interface FrontendScaleInputs {
   usable?: UsablePredicate;
   /** The registered service-time profile, used until enough samples are in. */
   serviceTimePrior?: Lognormal;
+  /** The instance type of list entry i (undefined: unknown), to weigh a prefix that mixes types. */
+  entryType?: (index: number) => string | undefined;
 }
 
 export interface FrontendScaleOutcome {
@@ -65,6 +72,9 @@ export interface FrontendScaleOutcome {
   globalRatePerSec: number;
   sizing: SizingResult;
 }
+
+/** Replies of a type before its mean weighs its entries. */
+const MIN_TYPED_SAMPLES = 20;
 
 export class FrontendScaler {
   private readonly rates: RateHistory;
@@ -83,6 +93,8 @@ export class FrontendScaler {
   private added: number[] = [];
   private evicted: number[] = [];
   private state: ScaleState | undefined;
+  /** Per instance type, its last `maxSamples` compute times (a ring) and their sum. */
+  private readonly byType = new Map<string, { samples: number[]; cursor: number; sum: number }>();
   private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs" | "countingSince">> & { rateBucketMs: number | undefined };
 
   constructor(options: FrontendScalerOptions) {
@@ -118,9 +130,10 @@ export class FrontendScaler {
   }
 
   /** Every backend reply, accepted or refused: n_F gossip, and the compute time when it ran. */
-  observeReply(backendId: string, frontendsSeen: number, computeMs: number | undefined, now: number): void {
+  observeReply(backendId: string, frontendsSeen: number, computeMs: number | undefined, now: number, instanceType?: string): void {
     this.frontends.observe(backendId, frontendsSeen, now);
     if (computeMs === undefined || !(computeMs >= 0)) return;
+    if (instanceType) this.recordTyped(instanceType, computeMs);
     if (this.samples.length < this.opts.maxSamples) this.samples.push(computeMs);
     else {
       if (this.sortedSnapshot !== undefined) this.evicted.push(this.samples[this.sampleCursor] as number);
@@ -154,6 +167,49 @@ export class FrontendScaler {
     return { kind: "empirical", samplesMs: [this.opts.defaultServiceMs] };
   }
 
+  private recordTyped(type: string, ms: number): void {
+    let t = this.byType.get(type);
+    if (t === undefined) {
+      t = { samples: [], cursor: 0, sum: 0 };
+      this.byType.set(type, t);
+    }
+    if (t.samples.length < this.opts.maxSamples) t.samples.push(ms);
+    else {
+      t.sum -= t.samples[t.cursor] as number;
+      t.samples[t.cursor] = ms;
+      t.cursor = (t.cursor + 1) % this.opts.maxSamples;
+    }
+    t.sum += ms;
+  }
+
+  /**
+   * Each usable entry's weight in prefix order, when the list mixes at least two types measured enough
+   * (`minTypedSamples` replies each, mean > 0); undefined otherwise (every entry alike).
+   */
+  entryWeights(
+    serviceTime: ServiceTime,
+    listLength: number,
+    entryType: (i: number) => string | undefined,
+    usable?: UsablePredicate,
+  ): number[] | undefined {
+    const meanMs = meanServiceTimeMs(serviceTime);
+    const weightOf = new Map<string, number>();
+    for (const [type, t] of this.byType) {
+      const m = t.sum / t.samples.length;
+      if (t.samples.length >= MIN_TYPED_SAMPLES && m > 0 && meanMs > 0) weightOf.set(type, meanMs / m);
+    }
+    const weights: number[] = [];
+    const seen = new Set<string>();
+    for (let i = 0; i < listLength; i++) {
+      if (usable && !usable(i)) continue;
+      const type = entryType(i);
+      const w = type === undefined ? undefined : weightOf.get(type);
+      if (type !== undefined && w !== undefined) seen.add(type);
+      weights.push(w ?? 1);
+    }
+    return seen.size >= 2 ? weights : undefined;
+  }
+
   private forgetSorted(): void {
     this.sortedSnapshot = undefined;
     this.added = [];
@@ -167,13 +223,16 @@ export class FrontendScaler {
     const localRatePerSec = this.rates.localRate(now);
     const predicted = Math.max(localRatePerSec, this.rates.predictRate(now, this.opts.tSetupMs));
     const globalRatePerSec = predicted * frontendsEstimate;
+    const serviceTime = this.serviceTime(inputs.serviceTimePrior);
+    const weights = inputs.entryType && this.entryWeights(serviceTime, inputs.listLength, inputs.entryType, inputs.usable);
     const { decision, state } = decideScale({
       now,
       state: this.state,
       predictedGlobalRate: globalRatePerSec,
       burstFactor: inputs.sla.burstFactor,
       sizing: {
-        serviceTime: this.serviceTime(inputs.serviceTimePrior),
+        serviceTime,
+        ...(weights ? { entryWeights: weights } : {}),
         rtMaxMs: inputs.sla.rtMaxMs,
         slMin: inputs.sla.slMin,
         probeCostMs: this.opts.probeCostMs,

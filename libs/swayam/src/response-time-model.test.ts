@@ -8,11 +8,13 @@ import {
   sampleLognormal,
   seededRandom,
 } from "@infergrid/core";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type AttainmentParams,
   attainment,
   meanServiceTimeMs,
+  prefixCapacity,
   responseTimeQuantile,
   type SizingParams,
   sizeBackends,
@@ -366,5 +368,39 @@ describe("sizeBackends", () => {
     reused.samplesMs[0] = 50;
     // Mean 87.5 ms; a quarter of requests fit 8 probes, the rest 3.
     expect(attainment({ ...base, serviceTime: reused }, 7)).toBeCloseTo(0.25 * (1 - (1.75 / 7) ** 9) + 0.75 * (1 - (1.75 / 7) ** 4), 12);
+  });
+});
+
+describe("a prefix that mixes instance types (entry weights)", () => {
+  const base: SizingParams = { ratePerSec: 40, serviceTime: det100, rtMaxMs: 300, slMin: 0.99, probeCostMs: 5, maxN: 100 };
+  it("weighs each entry's capacity, entries past the weights count 1", () => {
+    expect(prefixCapacity(3)).toBe(3);
+    expect(prefixCapacity(3, [2, 0.5])).toBe(3.5);
+    expect(prefixCapacity(0, [2])).toBe(0);
+    // 40 req/s x 100 ms = 4 average entries busy; two entries twice as fast carry it like four.
+    expect(utilisation({ ...base, entryWeights: [2, 2] }, 2)).toBeCloseTo(utilisation(base, 4), 12);
+  });
+  it("weights of 1 size as identical entries do; fast entries first need fewer, slow ones more", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 200 }), (rate) => {
+        const p = { ...base, ratePerSec: rate };
+        const plain = sizeBackends(p).n;
+        expect(sizeBackends({ ...p, entryWeights: Array(100).fill(1) }).n).toBe(plain);
+        expect(sizeBackends({ ...p, entryWeights: Array(100).fill(2) }).n).toBeLessThanOrEqual(plain);
+        expect(sizeBackends({ ...p, entryWeights: Array(100).fill(0.5) }).n).toBeGreaterThanOrEqual(plain);
+      }),
+      { numRuns: 50 },
+    );
+    // Exact: 4 busy average entries; with 2 entries of weight 4 first a prefix of 2 does; behind 7 entries of weight 0.5 it takes 8.
+    const fastFirst = sizeBackends({ ...base, entryWeights: [4, 4, 0.5, 0.5, 0.5, 0.5] });
+    const slowFirst = sizeBackends({ ...base, entryWeights: [0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 4] });
+    expect(fastFirst.n).toBeLessThan(sizeBackends(base).n);
+    expect(slowFirst.n).toBeGreaterThan(sizeBackends(base).n);
+    expect(fastFirst.feasible && slowFirst.feasible).toBe(true);
+  });
+  it("past the weights, entries add 1 each (the stable start is found beyond the array)", () => {
+    const p = { ...base, ratePerSec: 100 }; // 10 average entries busy
+    const n = sizeBackends({ ...p, entryWeights: [0.5, 0.5] }).n;
+    expect(n).toBe(sizeBackends(p).n + 1); // the two half entries count as one
   });
 });

@@ -41,6 +41,13 @@ export interface SizingParams {
    * is a guard when the burst factor U gives little headroom.
    */
   maxUtilisation?: number;
+  /**
+   * Entries that do not serve alike (a prefix mixing instance types): entry i's service rate relative to
+   * the mean of `serviceTime`, in prefix order (E[S] / the mean time of the requests entry i's type serves).
+   * n entries then serve sum_{i<n} w_i times what one average entry does; an entry past the array weighs 1.
+   * Undefined: every entry weighs 1 (the paper's identical backends).
+   */
+  entryWeights?: readonly number[];
 }
 
 export type AttainmentParams = Omit<SizingParams, "maxN" | "minN" | "maxUtilisation">;
@@ -171,11 +178,34 @@ export function meanServiceTimeMs(s: ServiceTime): number {
   return prepare(s).meanMs;
 }
 
-/** rho = lambda E[S] / n (may be >= 1: the model then has no steady state). */
-export function utilisation(params: Pick<AttainmentParams, "ratePerSec" | "serviceTime">, n: number): number {
+/** What the first n entries serve, in average entries: n, or the sum of their weights. */
+export function prefixCapacity(n: number, weights?: readonly number[]): number {
+  if (weights === undefined || n <= 0) return Math.max(0, n);
+  let sum = 0;
+  const k = Math.min(n, weights.length);
+  for (let i = 0; i < k; i++) sum += weights[i] as number;
+  return sum + (n - k);
+}
+
+/** rho = lambda E[S] / n, or over the prefix's capacity when entries are weighted (may be >= 1: no steady state). */
+export function utilisation(params: Pick<AttainmentParams, "ratePerSec" | "serviceTime" | "entryWeights">, n: number): number {
   if (params.ratePerSec <= 0) return 0;
-  if (n <= 0) return Number.POSITIVE_INFINITY;
-  return (params.ratePerSec * prepare(params.serviceTime).meanMs) / (1000 * n);
+  const capacity = prefixCapacity(n, params.entryWeights);
+  if (!(capacity > 0)) return Number.POSITIVE_INFINITY;
+  return (params.ratePerSec * prepare(params.serviceTime).meanMs) / (1000 * capacity);
+}
+
+/** The smallest n >= minN whose capacity exceeds the offered load and keeps rho <= maxRho. */
+function firstStableN(offered: number, maxRho: number, minN: number, weights?: readonly number[]): number {
+  const enough = (c: number) => c > offered && c >= offered / maxRho - 1e-9;
+  if (weights === undefined) return Math.max(minN, Math.floor(offered) + 1, Math.ceil(offered / maxRho - 1e-9));
+  let n = minN;
+  while (n <= weights.length && !enough(prefixCapacity(n, weights))) n++;
+  if (n <= weights.length) return n;
+  // Past the weights every entry adds 1.
+  const base = prefixCapacity(weights.length, weights);
+  const more = Math.max(1, Math.floor(offered - base) + 1, Math.ceil(offered / maxRho - base - 1e-9));
+  return Math.max(n, weights.length + more);
 }
 
 /** With cached = false the CDF is evaluated directly (for one-off budgets that would only churn the grid cache). */
@@ -278,7 +308,7 @@ function smallestSufficientN(params: SizingParams, minN: number): number {
   if (prepared.cdf(params.rtMaxMs - fixed) < params.slMin) return Number.POSITIVE_INFINITY;
   const offered = params.ratePerSec > 0 ? (params.ratePerSec * prepared.meanMs) / 1000 : 0;
   // Smallest n with rho < 1 and rho <= maxUtilisation.
-  let lo = Math.max(minN, Math.floor(offered) + 1, Math.ceil(offered / maxRho - 1e-9));
+  let lo = firstStableN(offered, maxRho, minN, params.entryWeights);
   if (meets(lo)) return lo;
   let hi = lo * 2;
   for (let i = 0; !meets(hi); i++) {

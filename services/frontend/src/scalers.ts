@@ -5,6 +5,8 @@ import { type ScaleInputs, type ScaleOutcome, type ServiceScaler, StaticScaler }
 /** Swayam's per-service policy (libs/swayam FrontendScaler) behind the frontend's scaler seam. */
 export class SwayamScaler implements ServiceScaler {
   private readonly policy: FrontendScaler;
+  /** Each listed backend's instance type, as of the last decision: replies are attributed to their type. */
+  private typeOf = new Map<string, string>();
 
   constructor(config: FrontendConfig) {
     this.policy = new FrontendScaler({
@@ -26,12 +28,14 @@ export class SwayamScaler implements ServiceScaler {
   }
 
   observeReply(backendId: string, frontendsSeen: number, computeMs: number | undefined, now: number): void {
-    this.policy.observeReply(backendId, frontendsSeen, computeMs, now);
+    this.policy.observeReply(backendId, frontendsSeen, computeMs, now, this.typeOf.get(backendId));
   }
 
   decide(now: number, { service, usable }: ScaleInputs): ScaleOutcome {
     const listLength = service.backends.length;
+    this.typeOf = new Map(service.backends.flatMap((b) => (b.instanceType ? [[b.backendId, b.instanceType] as const] : [])));
     const out = this.policy.decide(now, {
+      entryType: (i) => service.backends[i]?.instanceType || undefined,
       sla: service.sla,
       listLength,
       minWarm: service.minWarm,
