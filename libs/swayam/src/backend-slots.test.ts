@@ -30,6 +30,21 @@ describe("BackendSlots", () => {
     expect(cold.park(0, call("c"), 0)).toBe("cold");
   });
 
+  it("with service times, frees each slot for the request that must start first (arrival less its service time)", () => {
+    const { machine, slots } = warmBackend();
+    expect(slots.park(0, call("running"), 0)).toBe("held");
+    // Arrived at 10 needing 2 ms (start by 8 + QoS), at 12 needing 30 ms (by -18 + QoS), at 11 with none given.
+    slots.park(13, call("small"), 10, 2);
+    slots.park(13, call("large"), 12, 30);
+    slots.park(13, call("unknown"), 11);
+    const order: string[] = [];
+    for (let t = 20; order.length < 3; t++) {
+      machine.release(t);
+      order.push(...slots.serve(t).map((c) => c.id));
+    }
+    expect(order).toEqual(["large", "small", "unknown"]);
+  });
+
   it("parks while the model loads and holds the slot for the oldest request once it is warm", () => {
     const machine = new BackendMachine();
     machine.warmUp(0, "svc");

@@ -1,6 +1,7 @@
 /**
  * The backend's side of late binding, over its lifecycle machine (BackendMachine): requests it cannot take now
- * park with it, and each slot that frees is held for the oldest live request parked there (ParkingLot). The
+ * park with it, and each slot that frees is held for the live request parked there that must start first
+ * (ParkingLot, keyed by arrival less expected service time). The
  * backend-worker service and the simulator both drive this class; what they add is only how a held slot is
  * announced and how long it waits (the worker's hold timers, the simulator's events).
  *
@@ -37,20 +38,23 @@ export class BackendSlots<T> {
   }
 
   /**
-   * A park arrives (`arrivedAt`: the request's arrival on this backend's clock, for oldest-first order). A free
-   * slot is held for it at once; a busy or loading backend parks it; a cold or draining one refuses it.
+   * A park arrives (`arrivedAt`: the request's arrival on this backend's clock). A free slot is held for it at
+   * once; a busy or loading backend parks it; a cold or draining one refuses it. Slots go to the parked request
+   * that must start first: arrival less `serviceMs`, its expected service time here (all of a service's
+   * requests share one latency target, so this is earliest deadline first; a fast instance's large queries go
+   * ahead of small ones that can wait). With no service time (0) this is oldest first.
    */
-  park(now: number, item: T, arrivedAt: number): ParkOutcome {
+  park(now: number, item: T, arrivedAt: number, serviceMs = 0): ParkOutcome {
     const res = this.machine.tryAcquire(now, this.options.frontendOf(item), this.options.serviceOf?.(item));
     if (res.accepted) return "held";
     if (res.reason === "busy" || res.reason === "provisioning") {
-      this.lot.park(item, arrivedAt);
+      this.lot.park(item, arrivedAt - Math.max(0, serviceMs));
       return "parked";
     }
     return res.reason;
   }
 
-  /** Free slots go to the oldest live parked requests: each one returned now holds an acquired slot. */
+  /** Free slots go to the live parked requests that must start first: each one returned now holds an acquired slot. */
   serve(now: number): readonly T[] {
     if (this.lot.size === 0) return NONE;
     const held: T[] = [];

@@ -1,7 +1,8 @@
 import { MinHeap, type Random, randomInt } from "@infergrid/core";
 
 /**
- * Late binding for single-request backends: the requests waiting for a backend of this service, oldest first.
+ * Late binding for single-request backends: the requests waiting for a backend of this service, oldest first
+ * (or, when the backend knows each one's service time on it, the one that must start first: BackendSlots).
  *
  * Swayam's backends never queue: a refused request probes the prefix again after delta, and a backend that frees
  * goes to whichever request probes it first. That is random order of service among the waiting requests, whose
@@ -55,7 +56,10 @@ export function cheapestTargets(prefix: readonly number[], fanout: number, cost:
 
 export interface Parked<T> {
   readonly item: T;
-  /** The request's arrival on the backend's clock (receive time minus the age it came with). */
+  /**
+   * Its order in the lot: the request's arrival on the backend's clock (receive time minus the age it came
+   * with), less its expected service time here when the backend orders by latest start.
+   */
   readonly arrivedAt: number;
 }
 
@@ -70,7 +74,7 @@ export class ParkingLot<T> {
     this.heap.push(arrivedAt, item);
   }
 
-  /** The oldest parked entry that is still live; dead entries met on the way are discarded. */
+  /** The live parked entry with the least key (the oldest); dead entries met on the way are discarded. */
   takeOldest(isLive: (item: T) => boolean): Parked<T> | undefined {
     for (;;) {
       const arrivedAt = this.heap.peekKey();

@@ -21,6 +21,7 @@ interface Options {
   concurrency?: number;
   idleTimeoutMs?: number;
   now?: () => number;
+  instanceType?: string;
 }
 
 /** A Worker over a real BackendMachine, with what its events reported. */
@@ -34,7 +35,7 @@ function setup(o: Options = {}) {
     1,
     logger,
     { onHoldEnded: (how) => holdsEnded.push(how), onDecommissioned: (s) => decommissioned.push(s) },
-    { holdMs: o.holdMs ?? 1_000 },
+    { holdMs: o.holdMs ?? 1_000, ...(o.instanceType ? { instanceType: o.instanceType } : {}) },
     o.now,
   );
   return { worker, machine, holdsEnded, decommissioned };
@@ -171,6 +172,44 @@ describe("Worker: late binding (Park, holds, Release)", { timeout: 5_000 }, () =
     expect(holdsEnded).toEqual(["executed", "executed"]);
     expect(young.answers).toHaveLength(1);
     expect(old.answers).toHaveLength(1);
+  });
+
+  it("with a model profiled for its type, a freed slot goes to the parked request that must start first", async () => {
+    const t = setup({ instanceType: "gpu" });
+    t.worker.onAssignment(
+      control.BackendAssignment.create({
+        backendId: "b1",
+        service: SERVICE,
+        version: 1,
+        model: {
+          kind: control.ModelKind.MODEL_KIND_EMULATED,
+          profile: { shape: 0, locMs: 20, scaleMs: 0 },
+          coldStartMs: 1,
+          instanceProfiles: [
+            {
+              instanceType: "gpu",
+              points: [
+                { batch: 10, meanMs: 2, p99Ms: 3 },
+                { batch: 1000, meanMs: 40, p99Ms: 50 },
+              ],
+            },
+          ],
+        },
+      }),
+    );
+    expect(t.worker.warmUp({ service: SERVICE }).accepted).toBe(true);
+    await vi.waitFor(() => expect(t.worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE), { timeout: 1000, interval: 1 });
+    const running = execute(t.worker);
+    // The small query is older by 5 ms, but the large one needs 38 ms more: it must start first.
+    const small = park(t.worker, { parkId: "small", ageMs: 5, batch: 10 });
+    const large = park(t.worker, { parkId: "large", ageMs: 0, batch: 1000 });
+    await settle();
+    expect((await running).status).toBe(S.EXECUTE_STATUS_OK);
+    expect((await large.reply).status).toBe(P.PARK_STATUS_HELD);
+    await settle();
+    expect(small.answers).toHaveLength(0);
+    expect((await execute(t.worker, { holdId: (await large.reply).holdId ?? "" })).status).toBe(S.EXECUTE_STATUS_OK);
+    expect((await small.reply).status).toBe(P.PARK_STATUS_HELD);
   });
 
   it("a hold not used within holdMs is given back and the slot serves the next parked request", async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { LatencyProfile } from "@infergrid/kairos";
+import { type LatencyProfile, serviceMs } from "@infergrid/kairos";
 import { createModelRuntime, InvalidModelInputError, type ModelRuntime, type ModelSpec } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
@@ -21,6 +21,12 @@ const REFUSAL: Record<string, backend.ExecuteStatus> = {
   draining: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_DRAINING,
 };
 
+/** This backend's type's latency profile in a model profiled per instance type; undefined if it has none. */
+function ownProfile(model: control.ModelSpec.$Properties | null | undefined, instanceType: string): LatencyProfile | undefined {
+  const mine = model?.instanceProfiles?.find((t) => t.instanceType === instanceType);
+  return mine && { points: (mine.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 })) };
+}
+
 /**
  * The runtime spec for an assignment's model on this backend. A model with per-instance-type profiles
  * (Kairos) runs on this backend's type's profile; a type it has none for is an error (the allocator assigns
@@ -32,17 +38,11 @@ export function toModelSpec(model: control.ModelSpec.$Properties | null | undefi
   }
   const p = model?.profile;
   const typed = model?.instanceProfiles ?? [];
-  let batchProfile: LatencyProfile | undefined;
-  if (typed.length > 0) {
-    const mine = typed.find((t) => t.instanceType === instanceType);
-    if (mine === undefined) {
-      throw new Error(
-        `the model has profiles for instance types ${typed.map((t) => t.instanceType).join(", ")}, not for this backend's type "${instanceType}"`,
-      );
-    }
-    batchProfile = {
-      points: (mine.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 })),
-    };
+  const batchProfile = ownProfile(model, instanceType);
+  if (typed.length > 0 && batchProfile === undefined) {
+    throw new Error(
+      `the model has profiles for instance types ${typed.map((t) => t.instanceType).join(", ")}, not for this backend's type "${instanceType}"`,
+    );
   }
   return {
     kind: "emulated",
@@ -233,6 +233,16 @@ export class Worker {
   }
 
   /**
+   * What a request of `batch` items is expected to take here: the mean at that batch of this backend's
+   * type's profile, when the assigned model is profiled per type (Kairos); 0 otherwise, or with no batch.
+   */
+  private expectedServiceMs(batch: number): number {
+    if (!(batch > 0)) return 0;
+    const profile = ownProfile(this.assignment?.model, this.options.instanceType ?? "");
+    return profile && profile.points.length > 0 ? serviceMs(profile, batch) : 0;
+  }
+
+  /**
    * Late binding: waits for a slot held for this request (oldest parked first), up to wait_ms. `signal` aborts
    * when the frontend withdraws the call (it got a slot elsewhere).
    */
@@ -255,7 +265,7 @@ export class Worker {
           resolve(status === backend.ParkStatus.PARK_STATUS_HELD && holdId ? this.held(holdId) : { status, report: this.report() });
         },
       };
-      const outcome = this.slots.park(now, call, now - Math.max(0, req.ageMs ?? 0));
+      const outcome = this.slots.park(now, call, now - Math.max(0, req.ageMs ?? 0), this.expectedServiceMs(req.batch ?? 0));
       if (outcome === "held") {
         call.done = true;
         resolve(this.held(this.hold(parkId)));

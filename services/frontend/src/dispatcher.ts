@@ -347,7 +347,14 @@ class Flight {
       unaryCall(
         this.d.clients.get(ref.address),
         BackendServiceDefinition.Park,
-        { service: this.request.service, parkId: round.parkId, frontendId: target.frontendId, ageMs: Math.round(a.ageMs), waitMs },
+        {
+          service: this.request.service,
+          parkId: round.parkId,
+          frontendId: target.frontendId,
+          ageMs: Math.round(a.ageMs),
+          waitMs,
+          batch: this.batch,
+        },
         { deadline: now + waitMs + this.settings.parkAnswerGraceMs, signal: round.hung.signal },
       ).then(
         (reply) => {
