@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AllocatorAdminDefinition, type control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { createClient, grpc, isServiceError, unaryCall } from "@infergrid/runtime";
 import type { DemoService, InputKind } from "./catalogue.js";
-import type { InFlight, SendFn } from "./load-generator.js";
+import type { InFlight, Outcome, SendFn } from "./load-generator.js";
 
 type Inputs = Record<string, inference.Tensor.$Properties>;
 
@@ -24,6 +24,11 @@ export async function buildInputs(kinds: ReadonlySet<InputKind>): Promise<Record
   return { tiny, ocr };
 }
 
+/** A query of `batch` items: a [batch, 1] tensor of ones. */
+export function batchInputs(batch: number): Inputs {
+  return { x: { dims: [batch, 1], data: new Array<number>(batch).fill(1) } };
+}
+
 export class BrokerClient {
   private readonly client: grpc.Client;
 
@@ -35,20 +40,29 @@ export class BrokerClient {
     this.client = createClient(address);
   }
 
-  /** One Infer call with the service's inputs and the deadline; the outcome never rejects. */
-  readonly send: SendFn = (service: string): InFlight => {
+  /**
+   * One Infer call with the service's inputs and the deadline; the outcome never rejects. With `batch`, the
+   * input is a [batch, 1] tensor instead: a query of that many items (its first dimension is its batch size).
+   */
+  readonly send: SendFn = (service: string, batch?: number): InFlight => {
     let call: grpc.ClientUnaryCall | undefined;
-    const result = new Promise<{ ok: true } | { ok: false; code: string }>((resolve) => {
+    const inputs = batch === undefined ? (this.inputs.get(service) ?? {}) : batchInputs(batch);
+    const result = new Promise<Outcome>((resolve) => {
       const method = InferenceServiceDefinition.Infer;
       try {
         call = this.client.makeUnaryRequest(
           method.path,
           method.requestSerialize,
           method.responseDeserialize,
-          { service, inputs: this.inputs.get(service) ?? {} },
+          { service, inputs },
           new grpc.Metadata(),
           { deadline: Date.now() + this.deadlineMs },
-          (err) => resolve(err ? { ok: false, code: isServiceError(err) ? codeName(err.code) : "CLIENT_ERROR" } : { ok: true }),
+          (err, res?: inference.InferResponse.$Properties) =>
+            resolve(
+              err
+                ? { ok: false, code: isServiceError(err) ? codeName(err.code) : "CLIENT_ERROR" }
+                : { ok: true, backendId: res?.backendId ?? "" },
+            ),
         );
       } catch {
         resolve({ ok: false, code: "CLIENT_ERROR" });

@@ -1,7 +1,8 @@
 import type { Arrival } from "@infergrid/workload";
 import type { ServiceStats } from "./stats.js";
 
-export type Outcome = { ok: true } | { ok: false; code: string };
+/** An answer names the backend that served it. */
+export type Outcome = { ok: true; backendId?: string } | { ok: false; code: string };
 
 /** One request on its way: its outcome (never rejects) and a way to give up on it. */
 export interface InFlight {
@@ -9,7 +10,8 @@ export interface InFlight {
   cancel(): void;
 }
 
-export type SendFn = (service: string) => InFlight;
+/** Sends one request to `service`; with `batch`, a query of that many items. */
+export type SendFn = (service: string, batch?: number) => InFlight;
 
 export interface LoadGeneratorOptions {
   arrivals: Iterator<Arrival>;
@@ -20,6 +22,10 @@ export interface LoadGeneratorOptions {
   maxInFlight: number;
   /** Milliseconds, monotonic; the stats' per-second buckets use it too. */
   now: () => number;
+  /** Each request's batch size (the heterogeneous mode); without it requests carry the service's fixed inputs. */
+  batchOf?: (service: string) => number;
+  /** Every outcome with its batch size (undefined without `batchOf`) and latency, after the stats have it. */
+  onOutcome?: (service: string, batch: number | undefined, outcome: Outcome, latencyMs: number) => void;
 }
 
 /**
@@ -91,15 +97,17 @@ export class LoadGenerator {
       stats.onNotSent();
       return;
     }
+    const batch = this.options.batchOf?.(service);
     const sentAt = this.options.now();
     const seq = stats.onSent(sentAt);
-    const call = this.options.send(service);
+    const call = this.options.send(service, batch);
     this.inFlight.add(call);
     void call.result.then((outcome) => {
       this.inFlight.delete(call);
       const doneAt = this.options.now();
       if (outcome.ok) stats.onAnswered(seq, doneAt - sentAt, doneAt);
       else stats.onFailed(seq, outcome.code, doneAt);
+      this.options.onOutcome?.(service, batch, outcome, doneAt - sentAt);
     });
   }
 

@@ -1,16 +1,13 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { alive, type CliRun, freshRunDir, processesMentioning, removeRunDir, runCli as runCliIn } from "./test-support.js";
 
 /**
  * The real CLI as a newcomer runs it (compiled dist/, real nats-server and service processes),
  * checked through its --summary-json: every request sent ends answered or failed, and nothing
  * is left running afterwards. Needs `npx tsc -b` (the services' and this package's dist/).
  */
-const cli = join(repoRoot, "infra", "local", "dist", "main.js");
 const trace = "/work/shared/traces/faro-10jobs-6h-per-minute.csv";
 
 interface ServiceRow {
@@ -39,71 +36,14 @@ interface SummaryJson {
 let dir: string;
 
 beforeAll(() => {
-  if (!existsSync(cli)) throw new Error(`${cli} is missing: build first (npx tsc -b)`);
-  dir = mkdtempSync(join(tmpdir(), "ig-local-"));
+  dir = freshRunDir("ig-local-");
 });
 
-afterAll(() => {
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => removeRunDir(dir));
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  summary: SummaryJson;
-}
+const runCli = (args: string[], opts: { interruptAfterLoadMs?: number } = {}): Promise<Run> => runCliIn<SummaryJson>(dir, args, opts);
 
-function runCli(args: string[], opts: { interruptAfterLoadMs?: number } = {}): Promise<Run> {
-  const summaryPath = join(dir, `summary-${Date.now()}.json`);
-  const child: ChildProcess = spawn(process.execPath, [cli, ...args, "--summary-json", summaryPath, "--runtime-dir", join(dir, "runs")], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout?.on("data", (d: Buffer) => {
-    stdout += d.toString();
-    if (opts.interruptAfterLoadMs !== undefined && stdout.includes("load running\n")) {
-      const wait = opts.interruptAfterLoadMs;
-      opts.interruptAfterLoadMs = undefined;
-      setTimeout(() => child.kill("SIGINT"), wait);
-    }
-  });
-  child.stderr?.on("data", (d: Buffer) => {
-    stderr += d.toString();
-  });
-  return new Promise((resolve, reject) => {
-    child.once("error", reject);
-    child.once("exit", (code) => {
-      if (!existsSync(summaryPath)) {
-        reject(new Error(`no summary (exit ${code}):\n${stdout}\n${stderr}`));
-        return;
-      }
-      resolve({ code, stdout, stderr, summary: JSON.parse(readFileSync(summaryPath, "utf8")) as SummaryJson });
-    });
-  });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Processes whose command line mentions `text` (other sessions' services may run on this machine). */
-function processesMentioning(text: string): string[] {
-  try {
-    return execFileSync("pgrep", ["-af", text], { encoding: "utf8" })
-      .split("\n")
-      .filter((l) => l.trim() !== "" && !l.includes("pgrep"));
-  } catch {
-    return []; // pgrep exits 1 when nothing matches.
-  }
-}
+type Run = CliRun<SummaryJson>;
 
 function expectAccounted(run: Run, services: string[]): void {
   const { summary } = run;

@@ -27,8 +27,23 @@ export const DEMO_TIMING = {
   plannedColdStartMs: 1_000,
 } as const;
 
+/** One per-type pool of the heterogeneous mode: the type, its hourly price, and how many backends it holds. */
+export interface TypedPoolShape {
+  name: string;
+  pricePerHour: number;
+  maxCount: number;
+}
+
 export interface ClusterShape {
+  /** Backend-workers this process starts (0 with typedPools: the allocator starts them). */
   backends: number;
+  /**
+   * Heterogeneous mode: the allocator's own typed pools (--pool-actuator local --pool-types ...) start the
+   * backends, each with INFERGRID_INSTANCE_TYPE, exactly maxCount of each type (the pool's size is pinned to
+   * their sum). The allocator's path is the one production takes (a Deployment per type), so the local
+   * cluster uses it rather than starting typed backends itself.
+   */
+  typedPools?: readonly TypedPoolShape[];
   frontends: number;
   policy: ScalingPolicy;
   idleTimeoutMs: number;
@@ -72,6 +87,7 @@ export function serviceEnv(
       return {
         ...common,
         INFERGRID_CONTROL_PERIOD_MS: String(DEMO_TIMING.allocatorControlPeriodMs),
+        ...(shape.typedPools === undefined ? {} : typedPoolEnv(shape, shape.typedPools, natsUrl)),
         ...(shape.policy === "infergrid"
           ? {
               INFERGRID_POLICY: "faro",
@@ -105,6 +121,29 @@ export function serviceEnv(
     case "broker":
       return { ...common, INFERGRID_FRONTEND_TTL_MS: String(DEMO_TIMING.brokerFrontendTtlMs) };
   }
+}
+
+/**
+ * The allocator's typed pools, sized to exactly the given backends per type: the price list caps each
+ * type's pool at its maxCount, and the pool's size is pinned to their sum (min = max, no headroom), so
+ * splitPoolSize fills every type to its count. Backends are the allocator's children and inherit its
+ * environment (libs/pool-actuator's local actuator), so their own settings go here too; their output goes to
+ * the allocator's log at debug level, not to files of their own.
+ */
+function typedPoolEnv(shape: ClusterShape, pools: readonly TypedPoolShape[], natsUrl: string): Record<string, string> {
+  const total = pools.reduce((a, p) => a + p.maxCount, 0);
+  const backend = serviceEnv({ ...shape, typedPools: undefined }, natsUrl, "backend", "");
+  const { INFERGRID_ID: _id, ...backendOnly } = backend;
+  return {
+    ...backendOnly,
+    INFERGRID_POOL_ACTUATOR: "local",
+    INFERGRID_POOL_BACKEND_ENTRY: serviceEntry("backend-worker"),
+    INFERGRID_POOL_TYPES: pools.map((p) => p.name).join(","),
+    INFERGRID_INSTANCE_TYPES: JSON.stringify(pools.map((p) => ({ name: p.name, pricePerHour: p.pricePerHour, maxCount: p.maxCount }))),
+    INFERGRID_POOL_MIN_SIZE: String(total),
+    INFERGRID_POOL_MAX_SIZE: String(total),
+    INFERGRID_POOL_HEADROOM: "0",
+  };
 }
 
 const pad = (i: number) => String(i).padStart(2, "0");
@@ -160,7 +199,10 @@ export async function startCluster(
     ]);
     const broker = rest[rest.length - 1];
     if (!broker) throw new Error("broker did not start");
-    progress(`${shape.backends} backend-workers, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`);
+    const pools = shape.typedPools?.map((p) => `${p.name} x${p.maxCount}`).join(", ");
+    progress(
+      `${pools === undefined ? `${shape.backends} backend-workers` : `backend-workers from the allocator's typed pools (${pools})`}, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`,
+    );
     return {
       natsUrl: nats.url,
       allocator,

@@ -6,14 +6,16 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { seededRandom } from "@infergrid/core";
 import { repoRoot } from "@infergrid/testkit";
 import { arrivalSchedule } from "@infergrid/workload";
 import type { InputKind } from "./catalogue.js";
 import { BrokerClient, buildInputs, listServices, registerServices } from "./client.js";
 import { applyFixedPeak } from "./fixed-peak.js";
+import { batchSampler, isLarge, type KairosSetting, loadKairosSetting } from "./kairos-setting.js";
 import { LiveView } from "./live-view.js";
-import { LoadGenerator } from "./load-generator.js";
+import { LoadGenerator, type Outcome } from "./load-generator.js";
 import { type Cluster, DEMO_TIMING, missingServices, startCluster } from "./local-cluster.js";
 import { HeartbeatBackendSeconds, InUseTracker } from "./observers.js";
 import { CommanderError, type Options, OptionsError, parseOptions } from "./options.js";
@@ -21,8 +23,9 @@ import { liveChildren, signalAllChildren } from "./processes.js";
 import { ServiceStats } from "./stats.js";
 import { renderSummary, type Summary, serviceSummary, totalsOf } from "./summary.js";
 import { readTraceOption } from "./trace-source.js";
+import { TypedStats } from "./typed-stats.js";
 import { ControlPlaneWatch } from "./watch.js";
-import { planWorkload, type WorkloadPlan } from "./workload-plan.js";
+import { planKairosWorkload, planWorkload, type WorkloadPlan } from "./workload-plan.js";
 
 const now = () => performance.timeOrigin + performance.now();
 const say = (msg: string) => process.stdout.write(`${msg}\n`);
@@ -61,7 +64,23 @@ class Interrupts {
   }
 }
 
-function banner(plan: WorkloadPlan, options: Options, runDir: string): void {
+/** What "large" means in this setting, in words (the summary shows it too). */
+function largeRule(k: KairosSetting): string {
+  return k.cheapest === undefined || !Number.isFinite(k.largeAbove)
+    ? `no query is large: ${k.cheapest ?? "no type but the base"} serves every query within the ${k.qosMs} ms QoS`
+    : `large = batch > ${k.largeAbove}, the largest batch ${k.cheapest} serves within ${k.model}'s ${k.qosMs} ms QoS (mean of its profile); small = the rest`;
+}
+
+function kairosBanner(k: KairosSetting, options: Options): void {
+  say(`  heterogeneous: ${k.model}, QoS ${k.qosMs} ms at p99 (${k.scenarioFile}), profiles ${k.profilesFile}`);
+  for (const t of k.types)
+    say(
+      `    ${t.name}: ${t.maxCount} backends, ${t.pricePerHour} USD/h${t.name === k.base ? " (base type: meets QoS for every query)" : ""}`,
+    );
+  say(`    ${largeRule(k)}; batch sizes from Kairos's production mix, seed ${options.seed}`);
+}
+
+function banner(plan: WorkloadPlan, options: Options, runDir: string, kairos: KairosSetting | undefined): void {
   const scaling =
     plan.scaling === "rate-scale"
       ? `--rate-scale ${plan.rateScale}`
@@ -76,14 +95,21 @@ function banner(plan: WorkloadPlan, options: Options, runDir: string): void {
       `  service ${s.name}: ${s.input === "ocr" ? "ONNX ppocr-mobile-cls" : `emulated, mean ${s.meanServiceMs.toFixed(0)} ms`}, SLO ${s.rtMaxMs} ms at p${s.slMin * 100}`,
     );
   }
+  if (kairos) kairosBanner(kairos, options);
   say(
-    `cluster: ${options.backends} backends, ${options.frontends} frontends (${options.policy}), backend idle timeout ${options.idleTimeoutMs} ms`,
+    `cluster: ${backendCount(options, kairos)} backends, ${options.frontends} frontends (${options.policy}), backend idle timeout ${options.idleTimeoutMs} ms`,
   );
 }
 
+function backendCount(options: Options, kairos: KairosSetting | undefined): number {
+  return kairos ? kairos.types.reduce((a, t) => a + t.maxCount, 0) : options.backends;
+}
+
 async function run(options: Options, interrupts: Interrupts): Promise<number> {
+  const kairos =
+    options.kairos === undefined ? undefined : loadKairosSetting(options.kairos, options.types ?? [], options.profiles, options.seed);
   const trace = options.trace === undefined ? undefined : await readTraceOption(options.trace, options.topJobs);
-  const plan = planWorkload(options, trace);
+  const plan = kairos ? planKairosWorkload(options, kairos.service) : planWorkload(options, trace);
   if (options.policy === "fixed-peak") {
     const sizes = applyFixedPeak(plan, options.backends);
     say(`fixed-peak: ${[...sizes].map(([name, n]) => `${name} ${n}`).join(", ")} backends`);
@@ -96,7 +122,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const runDir = resolve(options.runtimeDir ?? join(repoRoot, ".runtime"), `local-${stamp}`);
   mkdirSync(runDir, { recursive: true });
-  banner(plan, options, runDir);
+  banner(plan, options, runDir, kairos);
   if (interrupts.interrupted) return 130;
 
   // Ctrl-C while processes start: stop them, which makes the start fail and unwind.
@@ -107,7 +133,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   try {
     cluster = await startCluster(
       {
-        backends: options.backends,
+        backends: kairos ? 0 : options.backends,
+        ...(kairos ? { typedPools: kairos.types.map((t) => ({ name: t.name, pricePerHour: t.pricePerHour, maxCount: t.maxCount })) } : {}),
         frontends: options.frontends,
         policy: options.policy,
         idleTimeoutMs: options.idleTimeoutMs,
@@ -145,12 +172,21 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     const serving = await Promise.all(plan.services.map((s) => client.waitServing(s.name, 60_000, () => interrupts.interrupted)));
     const notServing = plan.services.filter((_, i) => !serving[i]).map((s) => s.name);
     if (notServing.length > 0 && !interrupts.interrupted) say(`warning: not answering yet (going on anyway): ${notServing.join(", ")}`);
+    if (kairos && !interrupts.interrupted) {
+      const total = backendCount(options, kairos);
+      const w = watch;
+      say(`  waiting until all ${total} backends are warm for ${kairos.model} ...`);
+      const end = Date.now() + 60_000;
+      while (w.warmBackends(kairos.model) < total && Date.now() < end && !interrupts.interrupted) await sleep(200);
+      if (w.warmBackends(kairos.model) < total) say(`warning: ${w.warmBackends(kairos.model)} of ${total} backends warm (going on anyway)`);
+    }
     for (const entry of await listServices(cluster.allocator.ready.grpcAddress ?? "").catch(() => [])) {
       const ids = entry.backends.map((b) => b.backendId);
       say(`  ${entry.spec?.name}: ordered list of ${ids.length} backends [${ids.join(", ")}], ${entry.minWarm} kept warm`);
     }
 
     const stats = new Map(plan.services.map((s) => [s.name, new ServiceStats(s.name, s.rtMaxMs, s.slMin)]));
+    const typed = kairos ? new TypedStats((batch) => isLarge(kairos, batch)) : undefined;
     const generator = new LoadGenerator({
       arrivals: arrivalSchedule(plan.trace, {
         compression: plan.compression,
@@ -162,6 +198,14 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       stats,
       maxInFlight: options.maxInFlight,
       now,
+      ...(kairos && typed
+        ? {
+            batchOf: batchSampler(options.seed),
+            onOutcome: (_service: string, batch: number | undefined, outcome: Outcome, latencyMs: number) => {
+              if (batch !== undefined) typed.record(batch, outcome, latencyMs);
+            },
+          }
+        : {}),
     });
     const frame = () => {
       const t = now();
@@ -215,23 +259,29 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     inUse.finish();
     view.stop();
 
-    const services = plan.services.map((s) =>
-      serviceSummary(
+    const w = watch;
+    const services = plan.services.map((s) => {
+      const summary = serviceSummary(
         s.name,
         s.rtMaxMs,
         s.slMin,
         (stats.get(s.name) as ServiceStats).totals(),
         meter.seconds(s.name, end),
         inUse.peakOf(s.name),
-      ),
-    );
+      );
+      if (!kairos || !typed || s.name !== kairos.model) return summary;
+      const types = kairos.types.map((t) => ({ name: t.name, backends: t.maxCount, pricePerHour: t.pricePerHour }));
+      const rule = { largeAbove: kairos.largeAbove, largeRule: largeRule(kairos), baseType: kairos.base };
+      return { ...summary, byInstanceType: typed.summary(types, (id) => w.instanceTypeOf(id), rule) };
+    });
+    const poolBackends = kairos ? watch.backendsSeen() : [];
     const summary: Summary = {
       startedAt: startedAt.toISOString(),
       runDir,
       workload: `${plan.description}, peak ${plan.peakRps.toFixed(1)} req/s`,
       loadSeconds: Number(loadSeconds.toFixed(2)),
       interrupted: interrupts.interrupted,
-      backends: options.backends,
+      backends: backendCount(options, kairos),
       frontends: options.frontends,
       policy: options.policy,
       maxSendLagMs: Number(generator.maxLagMs.toFixed(1)),
@@ -251,7 +301,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       const path = resolve(options.summaryJson);
       mkdirSync(dirname(path), { recursive: true });
       const processes = cluster.all().map((c) => ({ name: c.name, pid: c.pid, log: c.logPath }));
-      writeFileSync(path, `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes }, null, 2)}\n`);
+      const heterogeneous = kairos ? kairosOf(kairos, poolBackends) : undefined;
+      writeFileSync(path, `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes, heterogeneous }, null, 2)}\n`);
       say(`summary written to ${path}`);
     }
     if (summary.totals.lost > 0) return 1;
@@ -267,6 +318,20 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
 function removeNatsFiles(runDir: string): void {
   rmSync(join(runDir, "nats-store"), { recursive: true, force: true });
   rmSync(join(runDir, "nats-ports"), { recursive: true, force: true });
+}
+
+/** The heterogeneous mode's setting in the JSON summary, with the backends the allocator's pools started. */
+function kairosOf(k: KairosSetting, backends: Array<{ id: string; instanceType: string; address: string }>) {
+  return {
+    model: k.model,
+    qosMs: k.qosMs,
+    scenario: k.scenarioFile,
+    profiles: k.profilesFile,
+    baseType: k.base,
+    largeAbove: Number.isFinite(k.largeAbove) ? k.largeAbove : null,
+    types: k.types.map((t) => ({ name: t.name, backends: t.maxCount, pricePerHour: t.pricePerHour })),
+    backends,
+  };
 }
 
 function replayOf(plan: WorkloadPlan, options: Options) {

@@ -113,6 +113,43 @@ describe("parseOptions", () => {
     expect(errorOf(["--trace", "t.csv", "--no-onnx"])).toContain("--no-onnx only applies to the synthetic workload");
   });
 
+  it("reads the heterogeneous mode's options", () => {
+    const o = parseOptions(
+      ["--kairos", "dien", "--types", "g4dn.xlarge=2, t3.xlarge=3", "--profiles", "p.csv", "--peak-rps", "15"],
+      silent,
+    );
+    expect(o).toMatchObject({
+      kairos: "dien",
+      types: [
+        { type: "g4dn.xlarge", count: 2 },
+        { type: "t3.xlarge", count: 3 },
+      ],
+      profiles: "p.csv",
+      peakRps: 15,
+    });
+    expect(parseOptions([], silent)).toMatchObject({ kairos: undefined, types: undefined, profiles: undefined });
+  });
+
+  it.each([
+    [["--kairos", "dien", "--types", "g4dn.xlarge"], '"g4dn.xlarge" is not <instance type>=<backends>'],
+    [["--kairos", "dien", "--types", "t3.xlarge=0"], '"t3.xlarge=0": the backends must be an integer >= 1'],
+    [["--kairos", "dien", "--types", "t3.xlarge=1.5"], "must be an integer >= 1"],
+    [["--kairos", "dien", "--types", "=2"], "is not <instance type>=<backends>"],
+    [["--kairos", "dien", "--types", "t3.xlarge=1,t3.xlarge=2"], "names instance type t3.xlarge twice"],
+    [["--kairos", "dien", "--types", ","], "must name at least one <instance type>=<backends>"],
+    [["--kairos", "dien"], "--kairos needs --types"],
+    [["--types", "t3.xlarge=1"], "--types needs --kairos <model>"],
+    [["--profiles", "p.csv"], "--profiles needs --kairos <model>"],
+    [["--kairos", "dien", "--types", "t3.xlarge=1", "--backends", "4"], "--kairos cannot be combined with --backends"],
+    [
+      ["--kairos", "dien", "--types", "t3.xlarge=1", "--trace", "t.csv", "--no-onnx"],
+      "--kairos cannot be combined with --trace, --no-onnx",
+    ],
+    [["--kairos", "dien", "--types", "t3.xlarge=1", "--policy", "fixed-peak"], "--kairos takes --policy swayam or static, not fixed-peak"],
+  ])("refuses %j in the heterogeneous mode", (argv, message) => {
+    expect(errorOf(argv)).toContain(message);
+  });
+
   it("--help ends with exit code 0 and lists the options", () => {
     let out = "";
     try {
@@ -125,7 +162,18 @@ describe("parseOptions", () => {
     for (const flag of ["--trace", "--jobs", "--compression", "--peak-rps", "--rate-scale", "--from-minute", "--minutes", "--duration"]) {
       expect(out).toContain(flag);
     }
-    for (const flag of ["--backends", "--frontends", "--policy", "--seed", "--idle-timeout-ms", "--no-onnx", "--summary-json"]) {
+    for (const flag of [
+      "--backends",
+      "--frontends",
+      "--policy",
+      "--seed",
+      "--idle-timeout-ms",
+      "--no-onnx",
+      "--summary-json",
+      "--kairos",
+      "--types",
+      "--profiles",
+    ]) {
       expect(out).toContain(flag);
     }
   });

@@ -28,7 +28,23 @@ export interface Options {
   maxInFlight: number;
   logLevel: string;
   runtimeDir: string | undefined;
+  /** Heterogeneous mode: the Kairos model served (its scenario file gives QoS and prices), or undefined. */
+  kairos: string | undefined;
+  /** With --kairos: backends per instance type, in the order given. */
+  types: InstanceCount[] | undefined;
+  /** With --kairos: the profile table (default ../shared/profiles/kairos-aws-4types.csv beside the repository). */
+  profiles: string | undefined;
 }
+
+/** `--types` entry: `<instance type>=<backends>`. */
+export interface InstanceCount {
+  type: string;
+  count: number;
+}
+
+/** Defaults of the heterogeneous mode where the trace-driven ones make no sense. */
+export const KAIROS_DEFAULT_RPS = 20;
+export const KAIROS_DEFAULT_DURATION_S = 30;
 
 /** A bad command line: printed with a pointer to --help, exit status 2. */
 export class OptionsError extends Error {
@@ -65,6 +81,28 @@ const list = (value: string): string[] => {
   return items;
 };
 
+/** `g4dn.xlarge=2,t3.xlarge=3`: each type once, each count an integer >= 1. */
+export const instanceCounts = (value: string): InstanceCount[] => {
+  const entries = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (entries.length === 0)
+    throw new InvalidArgumentError("must name at least one <instance type>=<backends> (e.g. g4dn.xlarge=2,t3.xlarge=3).");
+  const out = entries.map((entry) => {
+    const eq = entry.indexOf("=");
+    const type = (eq < 0 ? entry : entry.slice(0, eq)).trim();
+    const count = eq < 0 ? "" : entry.slice(eq + 1).trim();
+    if (eq < 0 || type === "") throw new InvalidArgumentError(`"${entry}" is not <instance type>=<backends> (e.g. t3.xlarge=3).`);
+    const n = Number(count);
+    if (count === "" || !Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`"${entry}": the backends must be an integer >= 1.`);
+    return { type, count: n };
+  });
+  const twice = out.find((e, i) => out.findIndex((f) => f.type === e.type) !== i);
+  if (twice) throw new InvalidArgumentError(`names instance type ${twice.type} twice.`);
+  return out;
+};
+
 const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
 
 export function buildProgram(): Command {
@@ -85,6 +123,7 @@ export function buildProgram(): Command {
         "  npm start -- --duration 60 --backends 8",
         "  npm start -- --trace ../shared/traces/faro-10jobs-6h-per-minute.csv --jobs serve-cluster0,serve-cluster1 --minutes 30",
         "  npm start -- --trace invocations_per_function_md.anon.d01.csv --top-jobs 5 --peak-rps 40 --summary-json out/summary.json",
+        "  npm start -- --kairos dien --types g4dn.xlarge=2,t3.xlarge=3 --duration 30 --peak-rps 20",
       ].join("\n"),
     )
     .option("--trace <path>", "trace file: per-minute CSV (minute,<job>,...) or Azure Functions 2019 invocations file")
@@ -127,6 +166,15 @@ export function buildProgram(): Command {
     )
     .addOption(new Option("--log-level <level>", "services' log level (their logs go to files)").choices(LOG_LEVELS).default("warn"))
     .option("--runtime-dir <dir>", "where each run's directory of logs is made (default: .runtime/ in the repository)")
+    .option(
+      "--kairos <model>",
+      `heterogeneous mode: one emulated service of this Kairos model (its QoS and prices from scenarios/kairos-<model>.yaml, its per-type latency from --profiles) on backends of the --types instance types, started by the allocator's typed pools; constant load (--peak-rps, default ${KAIROS_DEFAULT_RPS} req/s, --duration default ${KAIROS_DEFAULT_DURATION_S} s) of queries whose batch sizes follow Kairos's production mix`,
+    )
+    .option("--types <type=n,...>", "with --kairos: backends per instance type, e.g. g4dn.xlarge=2,t3.xlarge=3", instanceCounts)
+    .option(
+      "--profiles <csv>",
+      "with --kairos: the per-type latency table (default: ../shared/profiles/kairos-aws-4types.csv beside the repository)",
+    )
     .helpOption("-h, --help", "show this help")
     .showHelpAfterError("(run with --help for the options)")
     .allowExcessArguments(false);
@@ -153,11 +201,33 @@ interface RawOptions {
   maxInFlight: number;
   logLevel: string;
   runtimeDir?: string;
+  kairos?: string;
+  types?: InstanceCount[];
+  profiles?: string;
 }
 
-/** Checks that span options; each problem names the options involved. */
-export function crossCheck(o: Options): string[] {
+/** Options that belong to trace replay or to a homogeneous pool, which the heterogeneous mode does not take. */
+const NOT_WITH_KAIROS = ["--trace", "--rate-scale", "--from-minute", "--minutes", "--compression", "--backends", "--no-onnx"];
+
+/**
+ * Checks that span options; each problem names the options involved. `given` holds the options given on
+ * the command line (as `--name`), for those whose default cannot be told from an explicit value.
+ */
+export function crossCheck(o: Options, given: ReadonlySet<string> = new Set()): string[] {
   const problems: string[] = [];
+  if (o.kairos !== undefined) {
+    if (o.types === undefined) problems.push("--kairos needs --types (backends per instance type, e.g. --types g4dn.xlarge=2,t3.xlarge=3)");
+    const clash = NOT_WITH_KAIROS.filter((name) => given.has(name));
+    if (clash.length > 0)
+      problems.push(
+        `--kairos cannot be combined with ${clash.join(", ")} (--types gives the backends; the load is --peak-rps for --duration)`,
+      );
+    if (o.policy === "fixed-peak" || o.policy === "infergrid")
+      problems.push(`--kairos takes --policy swayam or static, not ${o.policy} (the pool is fixed by --types)`);
+    return problems;
+  }
+  if (o.types !== undefined) problems.push("--types needs --kairos <model>");
+  if (o.profiles !== undefined) problems.push("--profiles needs --kairos <model>");
   if (o.peakRps !== undefined && o.rateScale !== undefined) problems.push("--peak-rps and --rate-scale cannot both be given");
   if (o.trace === undefined && o.jobs !== undefined) problems.push("--jobs needs --trace (the synthetic workload has fixed services)");
   if (o.trace === undefined && o.topJobs !== undefined) problems.push("--top-jobs needs --trace");
@@ -196,8 +266,14 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     maxInFlight: raw.maxInFlight,
     logLevel: raw.logLevel,
     runtimeDir: raw.runtimeDir,
+    kairos: raw.kairos,
+    types: raw.types,
+    profiles: raw.profiles,
   };
-  const problems = crossCheck(options);
+  const given = new Set(
+    program.options.filter((opt) => program.getOptionValueSource(opt.attributeName()) === "cli").map((opt) => opt.long ?? ""),
+  );
+  const problems = crossCheck(options, given);
   if (problems.length > 0) throw new OptionsError(problems.join("\n"));
   return options;
 }

@@ -1,5 +1,6 @@
 import Table from "cli-table3";
 import type { ServiceTotals } from "./stats.js";
+import type { SizeRow, TypedSummary } from "./typed-stats.js";
 
 export interface ServiceSummary {
   service: string;
@@ -25,6 +26,8 @@ export interface ServiceSummary {
   /** Time backends spent provisioning or warm for this service, from their heartbeats. */
   backendSeconds: number;
   peakBackendsInUse: number;
+  /** Heterogeneous mode: the requests by the instance type that served them, split by query size. */
+  byInstanceType?: TypedSummary;
 }
 
 export interface Summary {
@@ -156,6 +159,40 @@ export function renderSummary(summary: Summary): string {
   if (t.lost > 0) notes.push(`${t.lost} requests got neither an answer nor an error: that is a bug.`);
   if (summary.maxSendLagMs > 100)
     notes.push(`requests went out up to ${summary.maxSendLagMs.toFixed(0)} ms after their scheduled time (busy CPU).`);
+  for (const s of summary.services) if (s.byInstanceType) notes.push(renderTyped(s.service, s.byInstanceType));
   const head = `Summary: ${summary.loadSeconds.toFixed(1)} s of load${summary.interrupted ? " (interrupted)" : ""}, ${summary.workload}; ${summary.backends} backends, ${summary.frontends} frontend${summary.frontends === 1 ? "" : "s"}, policy ${summary.policy}`;
   return [head, table.toString(), ...notes].join("\n");
+}
+
+const served = (r: SizeRow): string => (r.answered === 0 ? "0" : `${r.answered} (${pct(r.share)})`);
+const latencies = (r: SizeRow): string => (r.answered === 0 ? "-" : `${ms(r.p50Ms)} / ${ms(r.p99Ms)}`);
+
+/** One heterogeneous service: per instance type, the share of its requests, their latency, and by query size. */
+export function renderTyped(service: string, t: TypedSummary): string {
+  const table = plainTable([
+    "instance type",
+    "backends",
+    "USD/h",
+    "served (share)",
+    "p50 / p99 ms",
+    "small served (share of small)",
+    "small p50 / p99",
+    "large served (share of large)",
+    "large p50 / p99",
+  ]);
+  for (const r of t.types) {
+    table.push([
+      r.instanceType === t.baseType ? `${r.instanceType} (base)` : r.instanceType,
+      r.backends,
+      r.pricePerHour.toFixed(4),
+      served(r),
+      latencies(r),
+      served(r.small),
+      latencies(r.small),
+      served(r.large),
+      latencies(r.large),
+    ]);
+  }
+  const classes = `small: ${t.small.answered} answered, ${t.small.failed} failed; large: ${t.large.answered} answered, ${t.large.failed} failed`;
+  return [`\n${service} by instance type: ${t.largeRule}`, table.toString(), classes].join("\n");
 }

@@ -2,7 +2,15 @@ import { makeTrace, type Trace } from "@infergrid/workload";
 import { describe, expect, it } from "vitest";
 import { lognormalMeanMs, RESNET34_PROFILE, traceJobService } from "./catalogue.js";
 import { type Options, OptionsError } from "./options.js";
-import { AUTO_PEAK_CAP_RPS, autoPeakRps, clusterPeakRps, planWorkload, rateScaleForPeak, totalPerMinute } from "./workload-plan.js";
+import {
+  AUTO_PEAK_CAP_RPS,
+  autoPeakRps,
+  clusterPeakRps,
+  planKairosWorkload,
+  planWorkload,
+  rateScaleForPeak,
+  totalPerMinute,
+} from "./workload-plan.js";
 
 const base: Options = {
   trace: "t.csv",
@@ -25,6 +33,9 @@ const base: Options = {
   maxInFlight: 2_000,
   logLevel: "warn",
   runtimeDir: undefined,
+  kairos: undefined,
+  types: undefined,
+  profiles: undefined,
 };
 
 function trace(series: Record<string, number[]>): Trace {
@@ -135,5 +146,18 @@ describe("planWorkload, synthetic", () => {
     expect([...totalPerMinute(planWorkload({ ...o, seed: 2 }).trace)]).not.toEqual([...totalPerMinute(plan.trace)]);
     expect(planWorkload({ ...o, onnx: false }).services.map((s) => s.name)).toEqual(["resnet34", "mobilenet-v2"]);
     expect(planWorkload({ ...o, minutes: 10, durationS: 5 }).durationMs).toBe(5_000);
+  });
+
+  it("the heterogeneous mode's load: a constant rate for the duration, one trace minute a second", () => {
+    const service = traceJobService("dien", "dien");
+    const plan = planKairosWorkload({ ...base, trace: undefined, peakRps: 15, durationS: 12 }, service);
+    expect(plan.services).toEqual([service]);
+    expect(plan.trace.minutes).toBe(12);
+    expect(plan.compression).toBe(60);
+    expect(plan.durationMs).toBe(12_000);
+    expect(plan.peakRps).toBe(15);
+    expect(clusterPeakRps(plan.trace, plan.rateScale, plan.compression)).toBeCloseTo(15, 9);
+    const defaults = planKairosWorkload({ ...base, trace: undefined }, service);
+    expect([defaults.peakRps, defaults.durationMs]).toEqual([20, 30_000]);
   });
 });

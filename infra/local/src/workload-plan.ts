@@ -1,5 +1,6 @@
 import {
   jobCounts,
+  makeTrace,
   renameJobs,
   replayDurationMs,
   selectJobs,
@@ -10,7 +11,7 @@ import {
 } from "@infergrid/workload";
 import { type DemoService, SYNTHETIC_DAY_MINUTES, syntheticDemo, traceJobService } from "./catalogue.js";
 import { uniqueServiceNames } from "./names.js";
-import { type Options, OptionsError } from "./options.js";
+import { KAIROS_DEFAULT_DURATION_S, KAIROS_DEFAULT_RPS, type Options, OptionsError } from "./options.js";
 
 /** The default load keeps each service's busiest second at this share of its backends' capacity. */
 export const AUTO_UTILISATION = 0.5;
@@ -159,4 +160,27 @@ export function planWorkload(options: Options, readTrace?: Trace): WorkloadPlan 
   trace = renameJobs(selectJobs(trace, jobs), (job) => names.get(job) ?? job);
   const services = jobs.map((job) => traceJobService(names.get(job) ?? job, job));
   return finish(slice(trace, options), services, options, trace.source);
+}
+
+/**
+ * The heterogeneous mode's load: one service at a constant --peak-rps (Poisson arrivals) for --duration,
+ * as a trace of one count per minute replayed at one trace minute per wall second.
+ */
+export function planKairosWorkload(options: Options, service: DemoService): WorkloadPlan {
+  const rps = options.peakRps ?? KAIROS_DEFAULT_RPS;
+  const durationS = options.durationS ?? KAIROS_DEFAULT_DURATION_S;
+  const minutes = Math.ceil(durationS);
+  const source = `constant ${rps} req/s of Kairos's production query mix`;
+  const trace = makeTrace([service.name], new Map([[service.name, new Float64Array(minutes).fill(1)]]), minutes, source);
+  const compression = 60;
+  return {
+    trace,
+    services: [service],
+    compression,
+    rateScale: rateScaleForPeak(trace, rps, compression),
+    peakRps: rps,
+    scaling: "peak-rps",
+    durationMs: durationS * 1000,
+    description: source,
+  };
 }
