@@ -66,9 +66,9 @@ class Interrupts {
 
 /** What "large" means in this setting, in words (the summary shows it too). */
 function largeRule(k: KairosSetting): string {
-  return k.cheapest === undefined || !Number.isFinite(k.largeAbove)
-    ? `no query is large: ${k.cheapest ?? "no type but the base"} serves every query within the ${k.qosMs} ms QoS`
-    : `large = batch > ${k.largeAbove}, the largest batch ${k.cheapest} serves within ${k.model}'s ${k.qosMs} ms QoS (mean of its profile); small = the rest`;
+  if (k.cheapest === undefined) return `no query is large: ${k.base} is the only type`;
+  if (!Number.isFinite(k.largeAbove)) return `no query is large: ${k.cheapest} serves every query within ${k.model}'s ${k.qosMs} ms QoS`;
+  return `large = batch > ${k.largeAbove}, the largest batch ${k.cheapest} serves within ${k.model}'s ${k.qosMs} ms QoS (mean of its profile); small = the rest`;
 }
 
 function kairosBanner(k: KairosSetting, options: Options): void {
