@@ -36,6 +36,12 @@ describe("planTypedCapacity: shares of the budget, spent by Kairos per service",
     expect(plan.services.get("tiny")?.counts.get("gpu.large")).toBe(1);
     expect(plan.costPerHour).toBeLessThanOrEqual(5 + 1e-9);
   });
+  it("computes a service's configuration on its measured query sizes when given", () => {
+    // Only small queries: the cheap type serves them all and is the more cost-effective base.
+    const plan = planTypedCapacity([{ ...svc("small", 1), batches: [10, 20, 50] }], prices, 5);
+    expect(plan.services.get("small")?.base).toBe("cpu.small");
+    expect(planTypedCapacity([svc("mixed", 1)], prices, 5).services.get("mixed")?.base).toBe("gpu.large");
+  });
   it("names a service it cannot serve, and plans the others", () => {
     const plan = planTypedCapacity([svc("ok", 1), svc("strict", 1, 30)], prices, 5);
     expect(plan.services.has("ok")).toBe(true);

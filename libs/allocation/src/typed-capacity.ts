@@ -12,6 +12,8 @@ export interface TypedService {
   model: ServiceModel;
   /** Its share of the cluster from the slow loop, in any unit (only the ratios count). */
   share: number;
+  /** Its recent query sizes; undefined: Kairos's production mix is assumed. */
+  batches?: readonly number[];
 }
 
 export interface TypedCapacityPlan {
@@ -50,7 +52,7 @@ export function planTypedCapacity(
   const least = new Map<string, ServiceConfiguration>();
   for (const s of order) {
     try {
-      least.set(s.name, serviceConfiguration(s.model, prices, 0, { atLeastOneBase: true }));
+      least.set(s.name, serviceConfiguration(s.model, prices, 0, { atLeastOneBase: true, ...(s.batches ? { batches: s.batches } : {}) }));
     } catch (err) {
       plan.problems.set(s.name, (err as Error).message);
     }
@@ -68,7 +70,11 @@ export function planTypedCapacity(
     const room = budgetPerHour - plan.costPerHour - reservedCost;
     let c: ServiceConfiguration;
     try {
-      c = serviceConfiguration(s.model, prices, Math.min(part(s), room), { limits, atLeastOneBase: true });
+      c = serviceConfiguration(s.model, prices, Math.min(part(s), room), {
+        limits,
+        atLeastOneBase: true,
+        ...(s.batches ? { batches: s.batches } : {}),
+      });
     } catch (err) {
       plan.problems.set(s.name, (err as Error).message);
       continue;

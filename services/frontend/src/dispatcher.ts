@@ -164,7 +164,7 @@ class Flight {
     private readonly reject: (err: unknown) => void,
   ) {
     this.state = newDispatch(0, deadline - d.options.answerReserveMs);
-    this.batch = batchOf(Object.values(request.inputs ?? {}).map((t) => (t.dims ?? []).map(Number)));
+    this.batch = requestBatch(request);
   }
 
   start(arrivedAt: number): void {
@@ -389,4 +389,9 @@ class Flight {
     if (result) this.resolve(result);
     else this.reject(err);
   }
+}
+
+/** A request's batch size: the first dimension of its inputs (libs/kairos `batchOf`). */
+export function requestBatch(request: inference.InferRequest.$Properties): number {
+  return batchOf(Object.values(request.inputs ?? {}).map((t) => (t.dims ?? []).map(Number)));
 }

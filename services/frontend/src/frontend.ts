@@ -1,11 +1,12 @@
 import { subjects } from "@infergrid/control-plane";
+import { type Random, systemRandom } from "@infergrid/core";
 import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
 import { control, type inference } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
 import { PRUNE_SERVICE_QUANTILE, RecentQuantile, SlaWindowTracker, SWAYAM_DEFAULTS } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BackendTracker } from "./backend-tracker.js";
-import type { Dispatcher } from "./dispatcher.js";
+import { type Dispatcher, requestBatch } from "./dispatcher.js";
 import { LoadWindow } from "./load-window.js";
 import type { ServiceScaler } from "./service-scaler.js";
 import type { BackendRef, ServiceTable, ServiceView } from "./service-table.js";
@@ -34,6 +35,8 @@ export interface FrontendDeps {
   nc: NatsConnection;
   metrics: Registry;
   logger: Logger;
+  /** For the load reports' sample of batch sizes (default: Math.random). */
+  random?: Random;
 }
 
 /**
@@ -42,6 +45,7 @@ export interface FrontendDeps {
  */
 export class Frontend {
   private readonly services = new Map<string, ServiceState>();
+  private readonly random: Random;
   private readonly requests: Counter<"service" | "code">;
   private readonly latency: Histogram<"service">;
   private readonly inUse: Gauge<"service">;
@@ -51,6 +55,7 @@ export class Frontend {
   private readonly shortfallGauge: Gauge<"service">;
 
   constructor(private readonly deps: FrontendDeps) {
+    this.random = deps.random ?? systemRandom;
     const registers = [deps.metrics];
     this.requests = new Counter({
       name: "infergrid_frontend_requests_total",
@@ -104,7 +109,7 @@ export class Frontend {
       s = {
         scaler: this.deps.newScaler(),
         sla: new SlaWindowTracker(sla ?? { rtMaxMs: Number.POSITIVE_INFINITY, slMin: SWAYAM_DEFAULTS.slMin }),
-        window: new LoadWindow(Date.now()),
+        window: new LoadWindow(Date.now(), this.random),
         frontendsEstimate: 1,
         globalRate: 0,
         computeTimes: new RecentQuantile(PRUNE_SERVICE_QUANTILE),
@@ -172,8 +177,9 @@ export class Frontend {
         backendsInUse: s.scaler.n,
         globalRateEstimate: s.globalRate,
         serviceTimeMeanMs: w.meanComputeMs(),
+        batches: w.batches,
       });
-      s.window = new LoadWindow(now);
+      s.window = new LoadWindow(now, this.random);
       const c = s.sla.compliance();
       if (c.windows > 0) this.slaGauge.set({ service: name }, c.frequency);
     }
@@ -207,7 +213,7 @@ export class Frontend {
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");
       const s = this.state(service);
       s.scaler.recordArrival(arrived);
-      s.window.arrivals += 1;
+      s.window.recordArrival(requestBatch(request));
       const result = await this.deps.dispatcher.dispatch(
         () => {
           const e = this.deps.table.get(service);

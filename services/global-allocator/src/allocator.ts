@@ -42,6 +42,8 @@ export interface AllocatorOptions {
   policy: AllocationPolicy;
   /** What the slow loop planned for a service, published with the plan. */
   describe?: (service: string) => { predictedRatePerS: number; share?: number } | undefined;
+  /** The query sizes the frontends reported for a service (Kairos's bound is computed on them once there are enough). */
+  batchesOf?: (service: string) => readonly number[];
 }
 
 interface ServiceRecord {
@@ -81,6 +83,10 @@ export interface PoolView {
 }
 
 const ev = control.PoolEventKind;
+/** Reported query sizes a service needs before its configuration is computed on them instead of the assumed mix. */
+const MIN_MEASURED_BATCHES = 1000;
+/** With measured query sizes, a service's configuration is recomputed at most this often. */
+const TYPED_REPLAN_MS = 60_000;
 
 /**
  * The allocator's state and its one writer. It is the single active allocator (Kubernetes runs
@@ -110,6 +116,7 @@ export class Allocator {
   private typedPlan: TypedCapacityPlan | undefined;
   private typedPlanKey = "";
   private typedInputs = "";
+  private typedPlannedAt = Number.NEGATIVE_INFINITY;
   /** Asks the control loop for a reconcile soon (membership changed). */
   wake: () => void = () => {};
 
@@ -375,12 +382,15 @@ export class Allocator {
    * profiled per type (a service that runs anywhere has no configuration to plan), each service's share of
    * the budget buys its configuration. Logged when it changes.
    */
-  private planTypes(names: readonly string[]): TypedCapacityPlan | undefined {
+  private planTypes(names: readonly string[], now: number): TypedCapacityPlan | undefined {
     const budget = this.options.budgetPerHour;
     const prices = this.options.instanceTypes ?? [];
     const services = names.flatMap((n) => {
       const model = serviceModelOf(this.services.get(n)?.entry.spec);
-      return model ? [{ name: n, model, share: this.options.describe?.(n)?.share ?? 1 }] : [];
+      if (!model) return [];
+      const reported = this.options.batchesOf?.(n) ?? [];
+      const batches = reported.length >= MIN_MEASURED_BATCHES ? reported : undefined;
+      return [{ name: n, model, share: this.options.describe?.(n)?.share ?? 1, ...(batches ? { batches } : {}) }];
     });
     if (budget === undefined || prices.length === 0 || names.length === 0 || services.length < names.length) {
       if (this.typedPlan && budget !== undefined)
@@ -389,10 +399,14 @@ export class Allocator {
       this.typedPlanKey = "";
       return undefined;
     }
-    const inputs = JSON.stringify(services.map((x) => [x.name, x.share, x.model.qosMs, [...x.model.profiles]]));
-    // The search ranks every in-budget configuration: only when the shares or the specs change.
-    if (this.typedPlan && inputs === this.typedInputs) return this.typedPlan;
+    const inputs = JSON.stringify(services.map((x) => [x.name, x.share, x.model.qosMs, [...x.model.profiles], x.batches !== undefined]));
+    // The search ranks every in-budget configuration: when the shares, the specs or the kind of query sizes
+    // change, and with measured sizes at most once per re-plan period (they move with every load report).
+    const measured = services.some((x) => x.batches !== undefined);
+    const due = measured && now - this.typedPlannedAt >= TYPED_REPLAN_MS;
+    if (this.typedPlan && inputs === this.typedInputs && !due) return this.typedPlan;
     this.typedInputs = inputs;
+    this.typedPlannedAt = now;
     const plan = planTypedCapacity(services, prices, budget);
     const key = JSON.stringify([[...plan.services].map(([n, c]) => [n, [...c.counts]]), [...plan.problems]]);
     if (key !== this.typedPlanKey) {
@@ -481,7 +495,7 @@ export class Allocator {
         ),
       ]),
     );
-    const typed = this.planTypes(names);
+    const typed = this.planTypes(names, now);
     const typeOf = (id: string) => this.pool.get(id)?.info.instanceType;
     const decision = this.options.policy({
       services: names.map((n) => {

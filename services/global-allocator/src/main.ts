@@ -61,6 +61,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     },
     instanceTypes: config.instanceTypes ?? [],
     ...(config.budgetPerHour !== undefined ? { budgetPerHour: config.budgetPerHour } : {}),
+    batchesOf: (n: string) => signals.batches(n),
     objective: planner ? `faro/${config.objective}` : "static",
     policy: planner?.policy ?? planStaticAllocation,
     ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),

@@ -1,7 +1,7 @@
 import { violationRate } from "@infergrid/allocation";
 import { control } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
-import { SignalBook } from "./signals.js";
+import { KEPT_BATCHES, SignalBook } from "./signals.js";
 
 const report = (over: Partial<control.LoadReport.$Properties>) =>
   control.LoadReport.create({
@@ -69,5 +69,22 @@ describe("SignalBook", () => {
     const f = book.forecast("resnet", 2000, 5000);
     expect(f?.quantiles.map((q) => q.quantile)).toEqual([0.5, 0.9]);
     expect(book.forecast("resnet", 10_000, 5000)).toBeUndefined();
+  });
+});
+
+describe("SignalBook: query sizes for Kairos", () => {
+  it("keeps the last 10,000 reported batch sizes per service and refuses a report with a bad one, whole", () => {
+    const book = new SignalBook(60_000);
+    expect(book.batches("resnet")).toEqual([]);
+    book.onLoadReport(report({ windowEndUnixMs: 1000, batches: [1, 200, 900] }), 1000);
+    expect([...book.batches("resnet")]).toEqual([1, 200, 900]);
+    expect(book.onLoadReport(report({ windowEndUnixMs: 2000, batches: [5, 0] }), 2000)).toMatch(
+      /batch size that is not a positive integer/,
+    );
+    expect(book.batches("resnet")).toHaveLength(3);
+    for (let i = 0; i < 50; i++) book.onLoadReport(report({ windowEndUnixMs: 3000 + i, batches: Array(256).fill(7) }), 3000 + i);
+    const kept = book.batches("resnet");
+    expect(kept).toHaveLength(KEPT_BATCHES);
+    expect(kept.every((b) => b === 7)).toBe(true); // the oldest went first
   });
 });

@@ -30,9 +30,14 @@ const finite = (x: unknown): number => (typeof x === "number" && Number.isFinite
  * frontends' load reports (each frontend reports its own share; sums are the service's totals).
  * Malformed messages are refused with a reason, never half-applied. Pure: time comes in as `now`.
  */
+/** Query sizes kept per service for Kairos's configuration search (Kairos monitors its last 10,000 queries). */
+export const KEPT_BATCHES = 10_000;
+
 export class SignalBook {
   private readonly forecasts = new Map<string, ForecastView>();
   private readonly reports = new Map<string, Report[]>();
+  /** Per service, the last KEPT_BATCHES reported batch sizes (a ring). */
+  private readonly batchRings = new Map<string, { sizes: number[]; cursor: number }>();
 
   constructor(private readonly keepMs: number) {}
 
@@ -69,10 +74,26 @@ export class SignalBook {
     };
     if (Object.values(report).some(Number.isNaN) || !(report.end > 0)) return "load report has a missing or negative count";
     if (report.withinSlo > report.completed) return "load report has more requests within the SLO than completed";
+    const batches = (r.batches ?? []).map(Number);
+    if (batches.some((b) => !(Number.isInteger(b) && b >= 1))) return "load report has a batch size that is not a positive integer";
     const list = (this.reports.get(r.service) ?? []).filter((x) => now - x.end <= this.keepMs);
     list.push(report);
     this.reports.set(r.service, list);
+    const ring = this.batchRings.get(r.service) ?? { sizes: [], cursor: 0 };
+    for (const b of batches) {
+      if (ring.sizes.length < KEPT_BATCHES) ring.sizes.push(b);
+      else {
+        ring.sizes[ring.cursor] = b;
+        ring.cursor = (ring.cursor + 1) % KEPT_BATCHES;
+      }
+    }
+    this.batchRings.set(r.service, ring);
     return undefined;
+  }
+
+  /** The service's last reported batch sizes (up to KEPT_BATCHES, in no particular order). */
+  batches(service: string): readonly number[] {
+    return this.batchRings.get(service)?.sizes ?? [];
   }
 
   /** The latest forecast, if issued within `maxAgeMs`. */
