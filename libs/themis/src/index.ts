@@ -1,0 +1,2 @@
+export * from "./latency-profile.js";
+export * from "./measured-profiles.js";
