@@ -16,6 +16,14 @@ export interface ModelRuntime {
   /** Validates the inputs (InvalidModelInputError naming the input and the fault), runs, and reports the compute time. */
   infer(inputs: Record<string, TensorValue>): Promise<InferResult>;
   unload(): Promise<void>;
+  /**
+   * In-place vertical scaling (Themis): run on `cores` cores from the next inference on, without a reload.
+   * Reports how long the change took before it was in effect (a real model rebuilds its session). A runtime
+   * without it has a fixed size.
+   */
+  resize?(cores: number): Promise<{ resizeMs: number }>;
+  /** The cores it runs on now (1 when it has a fixed size). */
+  readonly cores?: number;
 }
 
 /** The caller sent inputs the model cannot take: a client error, never a worker fault. */
