@@ -154,3 +154,24 @@ describe("checkIdle at exactly the deadline", () => {
     expect(b.frontendsSeen(251)).toBe(0);
   });
 });
+
+describe("BackendMachine.resize", () => {
+  it("applies to new requests; a smaller size drops no accepted request", () => {
+    const b = new BackendMachine({ concurrency: 3 });
+    warm(b);
+    for (let i = 0; i < 3; i++) expect(b.tryAcquire(1, "f").accepted).toBe(true);
+    b.resize(1);
+    expect(b.concurrency).toBe(1);
+    expect(b.requestsInFlight).toBe(3);
+    expect(b.tryAcquire(2, "f")).toEqual({ accepted: false, reason: "busy" });
+    b.release(3);
+    b.release(3);
+    expect(b.hasFreeSlot()).toBe(false);
+    b.release(4);
+    expect(b.state).toBe("warm-idle");
+    expect(b.tryAcquire(5, "f").accepted).toBe(true);
+    b.resize(2);
+    expect(b.tryAcquire(5, "f").accepted).toBe(true);
+    expect(b.tryAcquire(5, "f").accepted).toBe(false);
+  });
+});

@@ -45,7 +45,7 @@ export interface BackendStateOptions {
 }
 
 export class BackendMachine {
-  readonly concurrency: number;
+  private slots: number;
   readonly idleTimeoutMs: number;
   readonly frontendWindowMs: number;
   private phase: "cold" | "provisioning" | "warm" | "draining" = "cold";
@@ -61,9 +61,23 @@ export class BackendMachine {
   private seenOldest = Number.POSITIVE_INFINITY;
 
   constructor(options: BackendStateOptions = {}) {
-    this.concurrency = Math.max(1, Math.floor(options.concurrency ?? 1));
+    this.slots = Math.max(1, Math.floor(options.concurrency ?? 1));
     this.idleTimeoutMs = options.idleTimeoutMs ?? SWAYAM_DEFAULTS.idleTimeoutMs;
     this.frontendWindowMs = options.frontendWindowMs ?? SWAYAM_DEFAULTS.tSetupMs;
+  }
+
+  /** Requests served at once. */
+  get concurrency(): number {
+    return this.slots;
+  }
+
+  /**
+   * Serve up to `concurrency` requests at once from now on (in-place vertical scaling, or a new batch size).
+   * A smaller size drops nothing: requests already accepted run to the end, and new ones are refused as busy
+   * until fewer than the new size are in flight.
+   */
+  resize(concurrency: number): void {
+    this.slots = Math.max(1, Math.floor(concurrency));
   }
 
   get state(): BackendPhase {
@@ -82,7 +96,7 @@ export class BackendMachine {
 
   /** Whether a request would be accepted now: warm, with fewer than `concurrency` in flight. */
   hasFreeSlot(): boolean {
-    return this.phase === "warm" && this.inFlight < this.concurrency;
+    return this.phase === "warm" && this.inFlight < this.slots;
   }
 
   /** Idempotent: starts loading only from cold. The caller starts the load when startLoad is true. */
@@ -133,7 +147,7 @@ export class BackendMachine {
         return REFUSED.draining;
       case "warm":
         if (service !== undefined && service !== this.loaded) return REFUSED.cold;
-        if (this.inFlight >= this.concurrency) return REFUSED.busy;
+        if (this.inFlight >= this.slots) return REFUSED.busy;
         this.inFlight++;
         return ACCEPTED;
     }

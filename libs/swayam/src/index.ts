@@ -1,5 +1,6 @@
 export * from "./backend-machine.js";
 export * from "./backend-slots.js";
+export * from "./batch-former.js";
 export * from "./dispatch-machine.js";
 export * from "./frontend-count.js";
 export * from "./frontend-scaler.js";
