@@ -63,6 +63,7 @@ export const BackendServiceDefinition = {
   WarmUp: unary("infergrid.backend.v1.BackendService", "WarmUp", backend.WarmUpRequest, backend.WarmUpReply),
   Park: unary("infergrid.backend.v1.BackendService", "Park", backend.ParkRequest, backend.ParkReply),
   Release: unary("infergrid.backend.v1.BackendService", "Release", backend.ReleaseRequest, backend.ReleaseReply),
+  Resize: unary("infergrid.backend.v1.BackendService", "Resize", backend.ResizeRequest, backend.ResizeReply),
 } satisfies ServiceDefinition;
 
 const adminPath = "infergrid.admin.v1.AllocatorAdmin";

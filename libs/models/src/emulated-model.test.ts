@@ -151,3 +151,85 @@ describe("EmulatedModel", () => {
     expect(sleeps.map((ms) => Math.round(ms))).toEqual([5, 30, 250, 5]);
   });
 });
+
+describe("EmulatedModel with Themis's profile", () => {
+  const THEMIS = { gamma: 20, eps: 10, delta: 2, eta: 3 };
+  const l = (b: number, c: number) => (20 * b + 10) / c + 2 * b + 3;
+
+  it("serves a batch of k on c cores in one sleep of l(k, c), each request answered with it", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, themis: THEMIS, cores: 2, coldStartMs: 0, sleep, random: noRandom });
+    await model.load();
+    const answers = await model.inferBatch([{}, {}, { x: { dims: [2, 1], data: [1, 2] } }]);
+    // 4 rows: two requests without inputs (1 each) and one of batch 2.
+    expect(sleeps).toEqual([l(4, 2)]);
+    expect(answers).toEqual(Array(3).fill({ outputs: { y: { dims: [1], data: [l(4, 2)] } }, computeMs: l(4, 2) }));
+    expect((await model.infer({})).computeMs).toBe(l(1, 2));
+  });
+
+  it("resizes in place for the next batch, at no cost, and rejects a bad core count", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, themis: THEMIS, coldStartMs: 0, sleep, random: noRandom });
+    await model.load();
+    expect(model.cores).toBe(1);
+    await model.inferBatch([{}, {}]);
+    expect(await model.resize(4)).toEqual({ resizeMs: 0 });
+    expect(model.cores).toBe(4);
+    await model.inferBatch([{}, {}]);
+    expect(sleeps).toEqual([l(2, 1), l(2, 4)]);
+    await expect(model.resize(0)).rejects.toThrow(RangeError);
+    await expect(model.resize(1.5)).rejects.toThrow(/cores/);
+  });
+
+  it("leaves a malformed request out of the batch with its own error", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: RESNET34, themis: THEMIS, coldStartMs: 0, sleep, random: noRandom });
+    await model.load();
+    const [bad, good] = await model.inferBatch([{ x: { dims: [2], data: [1] } }, {}]);
+    expect(bad).toBeInstanceOf(InvalidModelInputError);
+    expect(good).toEqual({ outputs: { y: { dims: [1], data: [l(1, 1)] } }, computeMs: l(1, 1) });
+    expect(sleeps).toEqual([l(1, 1)]);
+    // All malformed: nothing runs.
+    expect((await model.inferBatch([{ x: { dims: [3], data: [] } }]))[0]).toBeInstanceOf(InvalidModelInputError);
+    expect(sleeps).toHaveLength(1);
+  });
+
+  it("with a spread, draws lognormal noise of mean 1 around l(b, c)", async () => {
+    const { sleep } = recordingSleep();
+    const model = new EmulatedModel({
+      profile: RESNET34,
+      themis: { ...THEMIS, spread: 0.3 },
+      coldStartMs: 0,
+      sleep,
+      random: seededRandom(3),
+    });
+    await model.load();
+    const n = 20_000;
+    let sum = 0;
+    const seen = new Set<number>();
+    for (let i = 0; i < n; i++) {
+      const [r] = await model.inferBatch([{}, {}]);
+      const ms = r instanceof Error ? Number.NaN : (r?.computeMs ?? Number.NaN);
+      sum += ms;
+      seen.add(ms);
+    }
+    expect(seen.size).toBeGreaterThan(n / 2);
+    expect(sum / n / l(2, 1)).toBeCloseTo(1, 1);
+  });
+
+  it("rejects a profile with a negative or non-finite coefficient", () => {
+    expect(() => new EmulatedModel({ profile: RESNET34, themis: { ...THEMIS, delta: -1 }, coldStartMs: 0 })).toThrow(/themis/);
+    expect(() => new EmulatedModel({ profile: RESNET34, themis: { ...THEMIS, spread: Number.NaN }, coldStartMs: 0 })).toThrow(/themis/);
+  });
+});
+
+describe("EmulatedModel.inferBatch without a Themis profile", () => {
+  it("a lognormal profile's batch takes the sum of one draw per request (no batching gain)", async () => {
+    const { sleeps, sleep } = recordingSleep();
+    const model = new EmulatedModel({ profile: { shape: 0, loc: 7, scale: 0 }, coldStartMs: 0, sleep, random: noRandom });
+    await model.load();
+    const answers = await model.inferBatch([{}, {}, {}]);
+    expect(sleeps).toEqual([21]);
+    expect(answers.map((a) => (a instanceof Error ? -1 : a.computeMs))).toEqual([21, 21, 21]);
+  });
+});

@@ -1,3 +1,4 @@
+export * from "./backend-resize.js";
 export * from "./client-cache.js";
 export * from "./config.js";
 export * from "./grpc.js";

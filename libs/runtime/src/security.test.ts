@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError } from "./config.js";
 import { createClient, grpc, startGrpcServer, unaryCall } from "./grpc.js";
 import { createLogger } from "./logger.js";
-import { grpcTlsCredentials, resolveSecurity } from "./security.js";
+import { bearerTokenMatches, controlMetadata, grpcTlsCredentials, resolveControlToken, resolveSecurity } from "./security.js";
 
 const dir = mkdtempSync(join(tmpdir(), "runtime-security-"));
 const file = (name: string, text: string) => {
@@ -149,5 +149,35 @@ describe("the logger never prints secrets", () => {
     expect(out).not.toContain("hunter2");
     expect(out).not.toContain("tok-9");
     expect(out).toContain("[redacted]");
+  });
+});
+
+describe("control token", () => {
+  it("comes inline or from a file (trailing newline dropped); none configured is undefined; both is an error", () => {
+    expect(resolveControlToken({})).toBeUndefined();
+    expect(resolveControlToken({ controlToken: "abc" })).toBe("abc");
+    expect(resolveControlToken({ controlTokenFile: file("control", "xyz\n") })).toBe("xyz");
+    expect(() => resolveControlToken({ controlToken: "a", controlTokenFile: file("control2", "b") })).toThrow(
+      /--control-token \/ INFERGRID_CONTROL_TOKEN and --control-token-file/,
+    );
+    expect(() => resolveControlToken({ controlTokenFile: file("empty", "") })).toThrow(/is empty/);
+  });
+
+  it("matches only the exact bearer token", () => {
+    const md = (value?: string) => {
+      const m = new grpc.Metadata();
+      if (value !== undefined) m.set("authorization", value);
+      return m;
+    };
+    expect(bearerTokenMatches(controlMetadata("s3cret"), "s3cret")).toBe(true);
+    expect(bearerTokenMatches(md("Bearer s3cret"), "s3cret")).toBe(true);
+    expect(bearerTokenMatches(md(), "s3cret")).toBe(false);
+    expect(bearerTokenMatches(md("Bearer s3cre"), "s3cret")).toBe(false);
+    expect(bearerTokenMatches(md("Bearer s3cretX"), "s3cret")).toBe(false);
+    expect(bearerTokenMatches(md("s3cret"), "s3cret")).toBe(false);
+    expect(bearerTokenMatches(md("Basic s3cret"), "s3cret")).toBe(false);
+    const two = md("Bearer s3cret");
+    two.add("authorization", "Bearer other");
+    expect(bearerTokenMatches(two, "s3cret")).toBe(false);
   });
 });

@@ -1,5 +1,6 @@
+import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { ConfigError } from "./config.js";
+import { ConfigError, field } from "./config.js";
 import { grpc, setDefaultGrpcCredentials } from "./grpc.js";
 
 /**
@@ -22,6 +23,8 @@ export interface SecurityConfig {
   grpcTlsKeyFile?: string | undefined;
   grpcTlsCaFile?: string | undefined;
   grpcTlsServerName?: string | undefined;
+  controlToken?: string | undefined;
+  controlTokenFile?: string | undefined;
 }
 
 export interface NatsSecurity {
@@ -169,4 +172,43 @@ export function applyGrpcTls(tls: GrpcTls | undefined): void {
   if (tls === undefined) return;
   const creds = grpcTlsCredentials(tls);
   setDefaultGrpcCredentials(creds);
+}
+
+/**
+ * The control token: a shared secret that calls steering the system (a backend's Resize) must carry as
+ * `authorization: Bearer <token>`. Services that send or check such calls spread this into their config.
+ */
+export const controlTokenConfigShape = {
+  controlToken: field.optionalString().describe("control token for calls that steer the system (Resize); a Secret"),
+  controlTokenFile: field.optionalString().describe("file holding the control token (a mounted Secret), instead of controlToken"),
+};
+
+/** The configured control token, or undefined when none is (such calls are then disabled); ConfigError names the option. */
+export function resolveControlToken(config: Pick<SecurityConfig, "controlToken" | "controlTokenFile">): string | undefined {
+  if (config.controlToken !== undefined && config.controlTokenFile !== undefined) {
+    throw new ConfigError(`${option("controlToken")} and ${option("controlTokenFile")}: give one, not both`);
+  }
+  if (config.controlTokenFile === undefined) return config.controlToken;
+  return readSecretFile("controlTokenFile", config.controlTokenFile);
+}
+
+/** Call metadata carrying the control token. */
+export function controlMetadata(token: string): grpc.Metadata {
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  return md;
+}
+
+/**
+ * Whether the call's metadata carries `token` as its bearer token. The comparison takes the same time whatever
+ * the presented value (both sides are hashed to one length first), so timing tells nothing about the token.
+ */
+export function bearerTokenMatches(metadata: grpc.Metadata, token: string): boolean {
+  const values = metadata.get("authorization");
+  if (values.length !== 1) return false;
+  const presented = String(values[0]);
+  const match = /^Bearer (.+)$/.exec(presented);
+  const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
+  const equal = timingSafeEqual(digest(match?.[1] ?? ""), digest(token));
+  return match !== null && equal;
 }

@@ -94,3 +94,18 @@ describe("normalizeSpec: per-instance-type profiles", () => {
     expect(normalizeSpec(typo, defaults).model?.instanceProfiles).toHaveLength(2);
   });
 });
+
+describe("normalizeSpec: a Themis profile", () => {
+  it("keeps a valid one and names the field of a bad one", () => {
+    const themis = { gamma: 20, eps: 10, delta: 2, eta: 3, spread: 0.1 };
+    const s = normalizeSpec({ ...valid, model: { ...valid.model, themis } }, defaults);
+    expect(s.model?.themis).toEqual(control.ThemisProfile.create(themis));
+    expect(normalizeSpec(valid, defaults).model?.themis).toBeNull();
+    expect(() => normalizeSpec({ ...valid, model: { ...valid.model, themis: { ...themis, delta: -1 } } }, defaults)).toThrow(
+      /spec\.model\.themis\.delta must be a finite number >= 0/,
+    );
+    expect(() => normalizeSpec({ ...valid, model: { ...valid.model, themis: { ...themis, gamma: Number.NaN } } }, defaults)).toThrow(
+      /spec\.model\.themis\.gamma/,
+    );
+  });
+});

@@ -73,6 +73,12 @@ export function normalizeSpec(
     throw invalid(`spec.model.cold_start_ms must be a finite number >= 0 (got ${model.coldStartMs})`);
   if ((model.intraOpThreads ?? 0) > 256) throw invalid(`spec.model.intra_op_threads must be <= 256 (got ${model.intraOpThreads})`);
   const profiles = instanceProfiles(model.instanceProfiles, knownTypes);
+  const themis = model.themis;
+  if (themis) {
+    for (const key of ["gamma", "eps", "delta", "eta", "spread"] as const) {
+      if (!isNonNegative(themis[key] ?? 0)) throw invalid(`spec.model.themis.${key} must be a finite number >= 0 (got ${themis[key]})`);
+    }
+  }
 
   const sla = spec.sla;
   if (!sla) throw invalid("spec.sla is required");
@@ -98,6 +104,7 @@ export function normalizeSpec(
       onnxModel: model.onnxModel?.trim() ?? "",
       intraOpThreads: model.intraOpThreads ?? 0,
       instanceProfiles: profiles,
+      ...(themis ? { themis: control.ThemisProfile.create({ ...themis }) } : {}),
     }),
     sla: control.Sla.create({ latencyThresholdMs: threshold, percentile, burstFactor: burst }),
     minBackends,
