@@ -52,6 +52,66 @@ export class SwayamScaler implements ServiceScaler {
   }
 }
 
+/**
+ * A service whose model has a Themis profile is sized by the allocator's Themis controller, with the
+ * batching-aware model, and every backend of its list kept warm: the frontends use the whole list (n = its
+ * length) and must not size it again with Swayam's one-request-at-a-time queueing model.
+ */
+export class WholeListScaler implements ServiceScaler {
+  n = 1;
+  private frontends = 1;
+
+  recordArrival(): void {}
+
+  observeReply(_backendId: string, frontendsSeen: number): void {
+    this.frontends = Math.max(1, frontendsSeen);
+  }
+
+  decide(_now: number, { service }: ScaleInputs): ScaleOutcome {
+    this.n = Math.max(1, service.backends.length);
+    return {
+      n: this.n,
+      reason: "themis: the allocator sizes the list",
+      frontendsEstimate: this.frontends,
+      globalRatePerSec: 0,
+      shortfall: 0,
+    };
+  }
+}
+
+/** Whether the allocator's Themis controller sizes this service (its model has a Themis profile). */
+export function sizedByThemis(service: ScaleInputs["service"]): boolean {
+  return service.spec.model?.themis != null;
+}
+
+/** The configured scaler, or the whole list for a service the allocator sizes with Themis; chosen per decision from the spec. */
+class PerSpecScaler implements ServiceScaler {
+  private readonly whole = new WholeListScaler();
+  private current: ServiceScaler;
+
+  constructor(private readonly configured: ServiceScaler) {
+    this.current = configured;
+  }
+
+  get n(): number {
+    return this.current.n;
+  }
+
+  recordArrival(now: number): void {
+    this.configured.recordArrival(now);
+  }
+
+  observeReply(backendId: string, frontendsSeen: number, computeMs: number | undefined, now: number): void {
+    this.configured.observeReply(backendId, frontendsSeen, computeMs, now);
+    this.whole.observeReply(backendId, frontendsSeen);
+  }
+
+  decide(now: number, inputs: ScaleInputs): ScaleOutcome {
+    this.current = sizedByThemis(inputs.service) ? this.whole : this.configured;
+    return this.current.decide(now, inputs);
+  }
+}
+
 export function createScaler(config: FrontendConfig): ServiceScaler {
-  return config.scaling === "static" ? new StaticScaler() : new SwayamScaler(config);
+  return new PerSpecScaler(config.scaling === "static" ? new StaticScaler() : new SwayamScaler(config));
 }
