@@ -13,6 +13,7 @@ import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
 import type { Actuator } from "./actuator.js";
 import { BackendPool } from "./pool.js";
 import { normalizeSpec, type SpecDefaults, sameSpec, serviceModelOf } from "./spec.js";
+import type { ListTarget, ThemisService } from "./themis-controller.js";
 
 export interface AllocatorOptions {
   ttlMs: number;
@@ -44,6 +45,11 @@ export interface AllocatorOptions {
   describe?: (service: string) => { predictedRatePerS: number; share?: number } | undefined;
   /** The query sizes the frontends reported for a service (Kairos's bound is computed on them once there are enough). */
   batchesOf?: (service: string) => readonly number[];
+  /**
+   * The list the Themis controller wants for a service whose model has a Themis profile (its length, and the
+   * entries that leave first); undefined: the policy sizes it as any other. min_warm is then the whole list.
+   */
+  listTarget?: (service: string) => ListTarget | undefined;
 }
 
 interface ServiceRecord {
@@ -117,6 +123,8 @@ export class Allocator {
   private typedPlanKey = "";
   private typedInputs = "";
   private typedPlannedAt = Number.NEGATIVE_INFINITY;
+  /** Per backend, the size its last heartbeat reported (cores, largest batch). */
+  private readonly sizes = new Map<string, { cores: number; maxBatch: number }>();
   /** Asks the control loop for a reconcile soon (membership changed). */
   wake: () => void = () => {};
 
@@ -171,6 +179,7 @@ export class Allocator {
     }
     const a = this.assignments.get(hb.id);
     const report = hb.backend;
+    if (report) this.sizes.set(hb.id, { cores: Math.max(1, report.cores || 1), maxBatch: Math.max(1, report.maxBatch || 1) });
     if (!a?.service || !report) return;
     if (report.service === a.service) {
       a.acknowledged = true;
@@ -340,6 +349,8 @@ export class Allocator {
           state: m.info.state,
           lastSeenUnixMs: m.lastSeen,
           instanceType: m.info.instanceType,
+          cores: this.sizes.get(m.id)?.cores ?? 1,
+          maxBatch: this.sizes.get(m.id)?.maxBatch ?? 1,
         })),
       members: this.members
         .all()
@@ -370,6 +381,44 @@ export class Allocator {
   /** Per instance type, the backends the last per-type plan asks the pool for; undefined when the cluster is not planned per type. */
   typedTotals(): ReadonlyMap<string, number> | undefined {
     return this.typedPlan?.totals;
+  }
+
+  /**
+   * The services whose model has a Themis profile, each with its list as the heartbeats show it (warm for
+   * the service or not, cores and largest batch): what the Themis controller steps on.
+   */
+  themisServices(now: number): ThemisService[] {
+    const warm = new Set([backend.BackendState.BACKEND_STATE_WARM_IDLE, backend.BackendState.BACKEND_STATE_BUSY]);
+    return [...this.services.keys()].sort().flatMap((n) => {
+      const spec = this.services.get(n)?.entry.spec;
+      const profile = spec?.model?.themis;
+      if (!spec || !profile) return [];
+      return [
+        {
+          name: n,
+          profile: { gamma: profile.gamma ?? 0, eps: profile.eps ?? 0, delta: profile.delta ?? 0, eta: profile.eta ?? 0 },
+          sloMs: spec.sla?.latencyThresholdMs ?? 0,
+          coldStartMs: spec.model?.coldStartMs ?? 0,
+          list: this.idsOf(n).flatMap((id) => {
+            const m = this.pool.get(id);
+            if (!m || !this.pool.isLive(id, now)) return [];
+            const size = this.sizes.get(id) ?? { cores: 1, maxBatch: 1 };
+            return [{ id, warm: m.info.reportedService === n && warm.has(m.info.state), ...size }];
+          }),
+        },
+      ];
+    });
+  }
+
+  /** Per service, the cores its live backends hold now (as their heartbeats report them): the rate of its core-seconds. */
+  coresByService(now: number): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const m of this.pool.live(now)) {
+      const service = this.assignments.get(m.id)?.service;
+      if (!service) continue;
+      out.set(service, (out.get(service) ?? 0) + (this.sizes.get(m.id)?.cores ?? 1));
+    }
+    return out;
   }
 
   /** A live backend's instance type, as its heartbeats report it. */
@@ -459,6 +508,7 @@ export class Allocator {
     const gone = new Set(this.pool.takeGone(now));
     for (const id of gone) {
       this.retiring.delete(id);
+      this.sizes.delete(id);
       const service = this.assignments.get(id)?.service ?? "";
       this.logger.info({ backend: id, service }, "backend left the pool");
       this.actuator.poolEvent({
@@ -501,6 +551,19 @@ export class Allocator {
       services: names.map((n) => {
         const spec = this.services.get(n)?.entry.spec;
         const filter = accepts.get(n);
+        const themis = this.options.listTarget?.(n);
+        if (themis) {
+          // Themis sizes it: exactly that many, every one kept warm, the entries it names leaving first.
+          const leaving = new Set(themis.remove);
+          return {
+            name: n,
+            minBackends: themis.length,
+            maxBackends: themis.length,
+            initialBackends: themis.length,
+            currentList: (cleaned.get(n) ?? []).filter((id) => !leaving.has(id)),
+            ...(filter ? { accepts: filter } : {}),
+          };
+        }
         const demand = {
           name: n,
           minBackends: spec?.minBackends ?? 0,

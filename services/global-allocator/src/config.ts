@@ -144,6 +144,16 @@ export const allocatorConfig = z.object({
     .describe(
       "the cluster's cost budget, USD per hour (needs --instance-types): a service profiled per instance type is refused at registration when no configuration within it serves it, and the slow loop spends each service's share of it on the service's Kairos configuration, which sizes each type's pool and each list's per-type counts",
     ),
+  themisNodeCores: field
+    .int(16, 1)
+    .describe("Themis: the most cores one backend may be given (its node's), for services whose model has a Themis profile"),
+  themisMaxBatch: field.int(16, 1).describe("Themis: the largest batch a backend may be given (at most the workers' own bound)"),
+  themisTickMs: field.ms(1_000).describe("Themis: period of the controller that resizes those services' backends and sizes their lists"),
+  themisHorizonMs: field
+    .ms(10_000)
+    .describe(
+      "Themis: the window whose predicted peak is planned for (the forecast's top quantile over it, else the largest rate seen over the last one)",
+    ),
   poolMinSize: field.int(1, 0).describe("the pool never shrinks below this many backends"),
   poolMaxSize: field.int(16, 0).describe("the cluster's capacity in backends: the pool never grows beyond it"),
   poolHeadroom: field.int(1, 0).describe("free backends kept on top of what the lists ask for"),

@@ -43,7 +43,36 @@ export function allocatorMetrics(
       for (const [service, length] of allocator.snapshot(now()).listLengths) this.set({ service }, length);
     },
   });
+  const coreSeconds = new Counter({
+    name: "infergrid_allocator_core_seconds_total",
+    help: "Cores held by each service's backends over time, as their heartbeats report their sizes (its cost)",
+    labelNames: ["service"],
+    registers: [registry],
+  });
+  new Gauge({
+    name: "infergrid_allocator_service_cores",
+    help: "Cores each service's live backends hold now",
+    labelNames: ["service"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [service, cores] of allocator.coresByService(now())) this.set({ service }, cores);
+    },
+  });
+  let accruedAt: number | undefined;
   return {
+    /** Adds each service's cores x the time since the last call to its core-seconds (call every control step). */
+    accrueCoreSeconds(at: number): void {
+      if (accruedAt !== undefined && at > accruedAt)
+        for (const [service, cores] of allocator.coresByService(at)) coreSeconds.inc({ service }, (cores * (at - accruedAt)) / 1000);
+      accruedAt = at;
+    },
+    backendResizes: new Counter({
+      name: "infergrid_allocator_backend_resizes_total",
+      help: "In-place resizes the Themis controller asked of backends: up/down (cores), batch (only the batch), failed",
+      labelNames: ["what"],
+      registers: [registry],
+    }),
     poolResizes: new Counter({
       name: "infergrid_allocator_pool_resizes_total",
       help: "Resizes of the backend pool asked of the platform",

@@ -35,6 +35,20 @@ describe("SignalBook", () => {
     expect(violationRate(book.outcomes("other", 0))).toBe(0);
   });
 
+  it("gives the rate now: each frontend's latest fresh window, arrivals over its length, summed", () => {
+    const book = new SignalBook(60_000);
+    expect(book.latestRatePerS("resnet", 20_000, 3_000)).toBeUndefined();
+    book.onLoadReport(report({ frontendId: "a", windowStartUnixMs: 18_000, windowEndUnixMs: 19_000, arrivals: 30 }), 19_000);
+    book.onLoadReport(report({ frontendId: "a", windowStartUnixMs: 19_000, windowEndUnixMs: 20_000, arrivals: 10 }), 20_000);
+    book.onLoadReport(report({ frontendId: "b", windowStartUnixMs: 18_000, windowEndUnixMs: 20_000, arrivals: 8 }), 20_000);
+    // a's latest: 10 in 1 s; b's: 8 in 2 s.
+    expect(book.latestRatePerS("resnet", 20_000, 3_000)).toBeCloseTo(14, 9);
+    // Later, b's window is too old and a's alone counts.
+    book.onLoadReport(report({ frontendId: "a", windowStartUnixMs: 20_000, windowEndUnixMs: 22_000, arrivals: 4 }), 22_000);
+    expect(book.latestRatePerS("resnet", 23_500, 3_000)).toBeCloseTo(2, 9);
+    expect(book.latestRatePerS("resnet", 60_000, 3_000)).toBeUndefined();
+  });
+
   it("forgets reports past the keep span", () => {
     const book = new SignalBook(30_000);
     book.onLoadReport(report({ windowEndUnixMs: 10_000 }), 10_000);

@@ -15,6 +15,8 @@ export interface ForecastView {
 export type OutcomeTotals = TickOutcomes;
 
 interface Report {
+  frontend: string;
+  start: number;
   end: number;
   arrivals: number;
   completed: number;
@@ -65,6 +67,8 @@ export class SignalBook {
     const problem = serviceNameProblem(r.service);
     if (problem) return problem;
     const report: Report = {
+      frontend: r.frontendId,
+      start: Number(r.windowStartUnixMs),
       end: Number(r.windowEndUnixMs),
       arrivals: finite(Number(r.arrivals)),
       completed: finite(Number(r.completed)),
@@ -72,7 +76,8 @@ export class SignalBook {
       withinSlo: finite(Number(r.withinSlo)),
       serviceTimeMeanMs: finite(r.serviceTimeMeanMs),
     };
-    if (Object.values(report).some(Number.isNaN) || !(report.end > 0)) return "load report has a missing or negative count";
+    if (Object.values(report).some((v) => typeof v === "number" && Number.isNaN(v)) || !(report.end > 0))
+      return "load report has a missing or negative count";
     if (report.withinSlo > report.completed) return "load report has more requests within the SLO than completed";
     const batches = (r.batches ?? []).map(Number);
     if (batches.some((b) => !(Number.isInteger(b) && b >= 1))) return "load report has a batch size that is not a positive integer";
@@ -116,6 +121,23 @@ export class SignalBook {
     }
     t.serviceTimeMeanMs = t.completed > 0 ? weighted / t.completed : 0;
     return t;
+  }
+
+  /**
+   * The service's arrival rate now, req/s: each frontend's latest window that ended within `maxAgeMs`, its
+   * arrivals over its length, summed over frontends (each reports its own share). Undefined with no such window.
+   */
+  latestRatePerS(service: string, now: number, maxAgeMs: number): number | undefined {
+    const latest = new Map<string, Report>();
+    for (const r of this.reports.get(service) ?? []) {
+      if (now - r.end > maxAgeMs || !(r.end > r.start)) continue;
+      const seen = latest.get(r.frontend);
+      if (!seen || r.end > seen.end) latest.set(r.frontend, r);
+    }
+    if (latest.size === 0) return undefined;
+    let rate = 0;
+    for (const r of latest.values()) rate += (r.arrivals * 1000) / (r.end - r.start);
+    return rate;
   }
 
   /** Services that reported or were forecast recently. */
