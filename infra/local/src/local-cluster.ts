@@ -44,6 +44,8 @@ export interface ClusterShape {
    * cluster uses it rather than starting typed backends itself.
    */
   typedPools?: readonly TypedPoolShape[];
+  /** More of the allocator's environment (the vertical-scaling mode's pool and Themis settings), given the NATS URL. */
+  allocatorEnv?: (natsUrl: string) => Record<string, string>;
   frontends: number;
   policy: ScalingPolicy;
   idleTimeoutMs: number;
@@ -88,6 +90,7 @@ export function serviceEnv(
         ...common,
         INFERGRID_CONTROL_PERIOD_MS: String(DEMO_TIMING.allocatorControlPeriodMs),
         ...(shape.typedPools === undefined ? {} : typedPoolEnv(shape, shape.typedPools, natsUrl)),
+        ...(shape.allocatorEnv?.(natsUrl) ?? {}),
         ...(shape.policy === "infergrid"
           ? {
               INFERGRID_POLICY: "faro",
@@ -200,9 +203,13 @@ export async function startCluster(
     const broker = rest[rest.length - 1];
     if (!broker) throw new Error("broker did not start");
     const pools = shape.typedPools?.map((p) => `${p.name} x${p.maxCount}`).join(", ");
-    progress(
-      `${pools === undefined ? `${shape.backends} backend-workers` : `backend-workers from the allocator's typed pools (${pools})`}, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`,
-    );
+    const backends =
+      pools !== undefined
+        ? `backend-workers from the allocator's typed pools (${pools})`
+        : shape.backends === 0 && shape.allocatorEnv
+          ? "backend-workers from the allocator's pool"
+          : `${shape.backends} backend-workers`;
+    progress(`${backends}, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`);
     return {
       natsUrl: nats.url,
       allocator,

@@ -16,12 +16,14 @@ import { applyFixedPeak } from "./fixed-peak.js";
 import { batchSampler, isLarge, type KairosSetting, loadKairosSetting } from "./kairos-setting.js";
 import { LiveView } from "./live-view.js";
 import { LoadGenerator, type Outcome } from "./load-generator.js";
-import { type Cluster, DEMO_TIMING, missingServices, startCluster } from "./local-cluster.js";
+import { type Cluster, DEMO_TIMING, missingServices, serviceEnv, startCluster } from "./local-cluster.js";
 import { HeartbeatBackendSeconds, InUseTracker } from "./observers.js";
 import { CommanderError, type Options, OptionsError, parseOptions } from "./options.js";
 import { liveChildren, signalAllChildren } from "./processes.js";
 import { ServiceStats } from "./stats.js";
 import { renderSummary, type Summary, serviceSummary, totalsOf } from "./summary.js";
+import { loadThemisSetting, planThemisWorkload, type ThemisSetting, themisAllocatorEnv } from "./themis-setting.js";
+import { renderTimeline, ThemisTimeline, watchThemis } from "./themis-timeline.js";
 import { readTraceOption } from "./trace-source.js";
 import { TypedStats } from "./typed-stats.js";
 import { ControlPlaneWatch } from "./watch.js";
@@ -80,7 +82,13 @@ function kairosBanner(k: KairosSetting, options: Options): void {
   say(`    ${largeRule(k)}; batch sizes from Kairos's production mix, seed ${options.seed}`);
 }
 
-function banner(plan: WorkloadPlan, options: Options, runDir: string, kairos: KairosSetting | undefined): void {
+function banner(
+  plan: WorkloadPlan,
+  options: Options,
+  runDir: string,
+  kairos: KairosSetting | undefined,
+  themis: ThemisSetting | undefined,
+): void {
   const scaling =
     plan.scaling === "rate-scale"
       ? `--rate-scale ${plan.rateScale}`
@@ -96,20 +104,49 @@ function banner(plan: WorkloadPlan, options: Options, runDir: string, kairos: Ka
     );
   }
   if (kairos) kairosBanner(kairos, options);
+  if (themis) themisBanner(themis);
   say(
-    `cluster: ${backendCount(options, kairos)} backends, ${options.frontends} frontends (${options.policy}), backend idle timeout ${options.idleTimeoutMs} ms`,
+    `cluster: ${themis ? "backends from the allocator's pool" : `${backendCount(options, kairos)} backends`}, ${options.frontends} frontends (${options.policy}), backend idle timeout ${options.idleTimeoutMs} ms`,
   );
 }
 
-function backendCount(options: Options, kairos: KairosSetting | undefined): number {
+function backendCount(options: Options, kairos: KairosSetting | undefined, themis?: ThemisSetting): number {
+  if (themis) return 0;
   return kairos ? kairos.types.reduce((a, t) => a + t.maxCount, 0) : options.backends;
+}
+
+function themisBanner(t: ThemisSetting): void {
+  const p = t.fit.profile;
+  say(
+    `  vertical scaling: ${t.model}'s Themis profile l(b, c) = (${p.gamma.toFixed(2)} b + ${p.eps.toFixed(2)}) / c + ${p.delta.toFixed(2)} b + ${p.eta.toFixed(2)} ms, fitted to ${t.profilesFile} (mean error ${(t.fit.meanAbsPctError * 100).toFixed(1)} %)`,
+  );
+  say(
+    `    SLO ${t.sloMs} ms, node limit ${t.nodeCores} cores, cold start ${t.coldStartMs} ms; the allocator's Themis controller resizes the backends and sizes the list, its local pool starts them`,
+  );
 }
 
 async function run(options: Options, interrupts: Interrupts): Promise<number> {
   const kairos =
     options.kairos === undefined ? undefined : loadKairosSetting(options.kairos, options.types ?? [], options.profiles, options.seed);
   const trace = options.trace === undefined ? undefined : await readTraceOption(options.trace, options.topJobs);
-  const plan = kairos ? planKairosWorkload(options, kairos.service) : planWorkload(options, trace);
+  const themis =
+    options.themis === undefined
+      ? undefined
+      : loadThemisSetting({
+          model: options.themis,
+          profiles: options.profiles,
+          sloMs: options.sloMs,
+          nodeCores: options.nodeCores,
+          coldStartMs: options.coldStartMs,
+          step: {
+            baseRps: options.baseRps,
+            stepRps: options.peakRps ?? 40,
+            atS: options.stepAtS,
+            forS: options.stepForS,
+            durationS: options.durationS ?? 50,
+          },
+        });
+  const plan = themis ? planThemisWorkload(themis) : kairos ? planKairosWorkload(options, kairos.service) : planWorkload(options, trace);
   if (options.policy === "fixed-peak") {
     const sizes = applyFixedPeak(plan, options.backends);
     say(`fixed-peak: ${[...sizes].map(([name, n]) => `${name} ${n}`).join(", ")} backends`);
@@ -122,7 +159,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const runDir = resolve(options.runtimeDir ?? join(repoRoot, ".runtime"), `local-${stamp}`);
   mkdirSync(runDir, { recursive: true });
-  banner(plan, options, runDir, kairos);
+  banner(plan, options, runDir, kairos, themis);
   if (interrupts.interrupted) return 130;
 
   // Ctrl-C while processes start: stop them, which makes the start fail and unwind.
@@ -133,7 +170,10 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   try {
     cluster = await startCluster(
       {
-        backends: kairos ? 0 : options.backends,
+        backends: kairos || themis ? 0 : options.backends,
+        ...(themis
+          ? { allocatorEnv: (natsUrl: string) => themisAllocatorEnv(themis, serviceEnv(shapeOf(options), natsUrl, "backend", "")) }
+          : {}),
         ...(kairos ? { typedPools: kairos.types.map((t) => ({ name: t.name, pricePerHour: t.pricePerHour, maxCount: t.maxCount })) } : {}),
         frontends: options.frontends,
         policy: options.policy,
@@ -180,6 +220,12 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       while (w.warmBackends(kairos.model) < total && Date.now() < end && !interrupts.interrupted) await sleep(200);
       if (w.warmBackends(kairos.model) < total) say(`warning: ${w.warmBackends(kairos.model)} of ${total} backends warm (going on anyway)`);
     }
+    if (themis && !interrupts.interrupted) {
+      const w = watch;
+      const name = themis.service.name;
+      const end = Date.now() + themis.coldStartMs + 30_000;
+      while (w.warmBackends(name) < 1 && Date.now() < end && !interrupts.interrupted) await sleep(200);
+    }
     for (const entry of await listServices(cluster.allocator.ready.grpcAddress ?? "").catch(() => [])) {
       const ids = entry.backends.map((b) => b.backendId);
       say(`  ${entry.spec?.name}: ordered list of ${ids.length} backends [${ids.join(", ")}], ${entry.minWarm} kept warm`);
@@ -187,6 +233,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
 
     const stats = new Map(plan.services.map((s) => [s.name, new ServiceStats(s.name, s.rtMaxMs, s.slMin)]));
     const typed = kairos ? new TypedStats((batch) => isLarge(kairos, batch)) : undefined;
+    const timeline = themis ? new ThemisTimeline(themis.service.name, themis.sloMs, staleMs) : undefined;
+    const closeTimeline = timeline ? await watchThemis(cluster.natsUrl, timeline, now) : undefined;
     const generator = new LoadGenerator({
       arrivals: arrivalSchedule(plan.trace, {
         compression: plan.compression,
@@ -204,6 +252,12 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
             onOutcome: (_service: string, batch: number | undefined, outcome: Outcome, latencyMs: number) => {
               if (batch !== undefined) typed.record(batch, outcome, latencyMs);
             },
+          }
+        : {}),
+      ...(timeline
+        ? {
+            onOutcome: (_service: string, _batch: number | undefined, outcome: Outcome, latencyMs: number) =>
+              timeline.onOutcome(outcome.ok, latencyMs, now() - latencyMs),
           }
         : {}),
     });
@@ -232,6 +286,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     const t0 = now();
     meter.begin(t0);
     inUse.begin();
+    timeline?.begin(t0);
+    const sampler = timeline ? setInterval(() => timeline.sample(now()), 1_000) : undefined;
     interrupts.onSignal((count) => {
       generator.stopSending();
       // A second Ctrl-C does not wait for answers: in-flight requests end as CANCELLED.
@@ -257,6 +313,10 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     const end = now();
     meter.finish(end);
     inUse.finish();
+    if (sampler) clearInterval(sampler);
+    timeline?.sample(end);
+    timeline?.finish(end);
+    await closeTimeline?.();
     view.stop();
 
     const w = watch;
@@ -269,6 +329,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
         meter.seconds(s.name, end),
         inUse.peakOf(s.name),
       );
+      if (timeline && s.name === timeline.service) return { ...summary, coreSeconds: Number(timeline.coreSeconds().toFixed(1)) };
       if (!kairos || !typed || s.name !== kairos.model) return summary;
       const types = kairos.types.map((t) => ({ name: t.name, backends: t.maxCount, pricePerHour: t.pricePerHour }));
       const rule = { largeAbove: kairos.largeAbove, largeRule: largeRule(kairos), baseType: kairos.base };
@@ -281,7 +342,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       workload: `${plan.description}, peak ${plan.peakRps.toFixed(1)} req/s`,
       loadSeconds: Number(loadSeconds.toFixed(2)),
       interrupted: interrupts.interrupted,
-      backends: backendCount(options, kairos),
+      backends: backendCount(options, kairos, themis),
       frontends: options.frontends,
       policy: options.policy,
       maxSendLagMs: Number(generator.maxLagMs.toFixed(1)),
@@ -297,12 +358,20 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     removeNatsFiles(runDir);
     say(`all processes stopped (${liveChildren()} left); logs in ${runDir}\n`);
     say(renderSummary(summary));
+    const themisRun = themis && timeline ? themisOf(themis, timeline.summary()) : undefined;
+    if (themis && themisRun) {
+      const { atS, forS } = themis.step;
+      say(renderTimeline(themisRun.timeline, (second) => second >= atS && second < atS + forS));
+    }
     if (options.summaryJson) {
       const path = resolve(options.summaryJson);
       mkdirSync(dirname(path), { recursive: true });
       const processes = cluster.all().map((c) => ({ name: c.name, pid: c.pid, log: c.logPath }));
       const heterogeneous = kairos ? kairosOf(kairos, poolBackends) : undefined;
-      writeFileSync(path, `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes, heterogeneous }, null, 2)}\n`);
+      writeFileSync(
+        path,
+        `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes, heterogeneous, themis: themisRun }, null, 2)}\n`,
+      );
       say(`summary written to ${path}`);
     }
     if (summary.totals.lost > 0) return 1;
@@ -331,6 +400,33 @@ function kairosOf(k: KairosSetting, backends: Array<{ id: string; instanceType: 
     largeAbove: Number.isFinite(k.largeAbove) ? k.largeAbove : null,
     types: k.types.map((t) => ({ name: t.name, backends: t.maxCount, pricePerHour: t.pricePerHour })),
     backends,
+  };
+}
+
+/** The vertical-scaling mode's setting and timeline in the JSON summary. */
+function themisOf(t: ThemisSetting, timeline: ReturnType<ThemisTimeline["summary"]>) {
+  return {
+    model: t.model,
+    profiles: t.profilesFile,
+    profile: t.fit.profile,
+    fitMeanAbsPctError: Number(t.fit.meanAbsPctError.toFixed(4)),
+    sloMs: t.sloMs,
+    nodeCores: t.nodeCores,
+    coldStartMs: t.coldStartMs,
+    step: t.step,
+    timeline,
+  };
+}
+
+/** The shape serviceEnv needs for a backend's own settings (the pool's backends inherit them through the allocator). */
+function shapeOf(options: Options) {
+  return {
+    backends: 0,
+    frontends: options.frontends,
+    policy: options.policy,
+    idleTimeoutMs: options.idleTimeoutMs,
+    logLevel: options.logLevel,
+    runDir: "",
   };
 }
 

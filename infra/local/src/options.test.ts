@@ -150,6 +150,52 @@ describe("parseOptions", () => {
     expect(errorOf(argv)).toContain(message);
   });
 
+  it("reads the vertical-scaling mode's options, with its defaults", () => {
+    expect(parseOptions(["--themis", "resnet18"], silent)).toMatchObject({
+      themis: "resnet18",
+      baseRps: 5,
+      stepAtS: 10,
+      stepForS: 20,
+      sloMs: 1000,
+      nodeCores: 8,
+      coldStartMs: 10_000,
+      peakRps: undefined,
+    });
+    const o = parseOptions(
+      [
+        "--themis",
+        "resnet18",
+        "--base-rps",
+        "4",
+        "--peak-rps",
+        "30",
+        "--step-at",
+        "3",
+        "--step-for",
+        "9",
+        "--node-cores",
+        "4",
+        "--cold-start-ms",
+        "5000",
+        "--slo-ms",
+        "800",
+      ],
+      silent,
+    );
+    expect(o).toMatchObject({ baseRps: 4, peakRps: 30, stepAtS: 3, stepForS: 9, nodeCores: 4, coldStartMs: 5000, sloMs: 800 });
+  });
+
+  it.each([
+    [["--step-at", "3"], "--step-at needs --themis <model>"],
+    [["--base-rps", "3", "--node-cores", "4"], "--base-rps, --node-cores need --themis <model>"],
+    [["--themis", "resnet18", "--backends", "4"], "--themis cannot be combined with --backends"],
+    [["--themis", "resnet18", "--kairos", "dien"], "--themis cannot be combined with --kairos"],
+    [["--themis", "resnet18", "--policy", "infergrid"], "--themis takes --policy swayam or static, not infergrid"],
+    [["--themis", "resnet18", "--node-cores", "0"], "must be an integer >= 1"],
+  ])("refuses %j in the vertical-scaling mode", (argv, message) => {
+    expect(errorOf(argv)).toContain(message);
+  });
+
   it("--help ends with exit code 0 and lists the options", () => {
     let out = "";
     try {

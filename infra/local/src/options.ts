@@ -34,6 +34,17 @@ export interface Options {
   types: InstanceCount[] | undefined;
   /** With --kairos: the profile table (default ../shared/profiles/kairos-aws-4types.csv beside the repository). */
   profiles: string | undefined;
+  /** Vertical-scaling mode: the measured model whose fitted Themis profile the one service follows, or undefined. */
+  themis: string | undefined;
+  /** With --themis: the load before and after the step, req/s (--peak-rps is the step's rate). */
+  baseRps: number;
+  stepAtS: number;
+  stepForS: number;
+  sloMs: number;
+  /** With --themis: the most cores one backend may be given (the node's). */
+  nodeCores: number;
+  /** With --themis: a new backend's model load (t_setup). */
+  coldStartMs: number;
 }
 
 /** `--types` entry: `<instance type>=<backends>`. */
@@ -45,6 +56,17 @@ export interface InstanceCount {
 /** Defaults of the heterogeneous mode where the trace-driven ones make no sense. */
 export const KAIROS_DEFAULT_RPS = 20;
 export const KAIROS_DEFAULT_DURATION_S = 30;
+/** Defaults of the vertical-scaling mode: a step from 5 to 40 req/s after 10 s, for 20 s, in a 50 s run. */
+export const THEMIS_DEFAULTS = {
+  baseRps: 5,
+  stepRps: 40,
+  stepAtS: 10,
+  stepForS: 20,
+  durationS: 50,
+  sloMs: 1000,
+  nodeCores: 8,
+  coldStartMs: 10_000,
+} as const;
 
 /** A bad command line: printed with a pointer to --help, exit status 2. */
 export class OptionsError extends Error {
@@ -124,6 +146,7 @@ export function buildProgram(): Command {
         "  npm start -- --trace ../shared/traces/faro-10jobs-6h-per-minute.csv --jobs serve-cluster0,serve-cluster1 --minutes 30",
         "  npm start -- --trace invocations_per_function_md.anon.d01.csv --top-jobs 5 --peak-rps 40 --summary-json out/summary.json",
         "  npm start -- --kairos dien --types g4dn.xlarge=2,t3.xlarge=3 --duration 30 --peak-rps 20",
+        "  npm start -- --themis resnet18 --base-rps 5 --peak-rps 40 --step-at 10 --step-for 20 --duration 50",
       ].join("\n"),
     )
     .option("--trace <path>", "trace file: per-minute CSV (minute,<job>,...) or Azure Functions 2019 invocations file")
@@ -172,8 +195,28 @@ export function buildProgram(): Command {
     )
     .option("--types <type=n,...>", "with --kairos: backends per instance type, e.g. g4dn.xlarge=2,t3.xlarge=3", instanceCounts)
     .option(
-      "--profiles <csv>",
-      "with --kairos: the per-type latency table (default: ../shared/profiles/kairos-aws-4types.csv beside the repository)",
+      "--profiles <file>",
+      "with --kairos: the per-type latency table (default: ../shared/profiles/kairos-aws-4types.csv beside the repository); with --themis: the measured latencies (default: ../shared/profiles/measured-ort-cpu-16core.json)",
+    )
+    .option(
+      "--themis <model>",
+      `vertical-scaling mode: one emulated service following Themis's latency profile of this measured model (resnet18, resnet34, mobilenet_v3_small), fitted to --profiles; the allocator's Themis controller resizes its backends in place and sizes its list, its local pool starts backends; load steps from --base-rps to --peak-rps (default ${THEMIS_DEFAULTS.baseRps} -> ${THEMIS_DEFAULTS.stepRps}) at --step-at for --step-for seconds (--duration default ${THEMIS_DEFAULTS.durationS} s)`,
+    )
+    .option("--base-rps <r>", "with --themis: the load before and after the step, req/s", positiveNumber, THEMIS_DEFAULTS.baseRps)
+    .option("--step-at <seconds>", "with --themis: when the step begins", nonNegativeNumber, THEMIS_DEFAULTS.stepAtS)
+    .option("--step-for <seconds>", "with --themis: how long the step lasts", positiveNumber, THEMIS_DEFAULTS.stepForS)
+    .option("--slo-ms <ms>", "with --themis: the service's latency SLO (at p99)", positiveNumber, THEMIS_DEFAULTS.sloMs)
+    .option(
+      "--node-cores <n>",
+      "with --themis: the most cores one backend may be given",
+      int(1, "an integer >= 1"),
+      THEMIS_DEFAULTS.nodeCores,
+    )
+    .option(
+      "--cold-start-ms <ms>",
+      "with --themis: a new backend's model load (t_setup)",
+      int(0, "an integer >= 0"),
+      THEMIS_DEFAULTS.coldStartMs,
     )
     .helpOption("-h, --help", "show this help")
     .showHelpAfterError("(run with --help for the options)")
@@ -204,10 +247,19 @@ interface RawOptions {
   kairos?: string;
   types?: InstanceCount[];
   profiles?: string;
+  themis?: string;
+  baseRps: number;
+  stepAt: number;
+  stepFor: number;
+  sloMs: number;
+  nodeCores: number;
+  coldStartMs: number;
 }
 
 /** Options that belong to trace replay or to a homogeneous pool, which the heterogeneous mode does not take. */
 const NOT_WITH_KAIROS = ["--trace", "--rate-scale", "--from-minute", "--minutes", "--compression", "--backends", "--no-onnx"];
+/** The vertical-scaling mode's own options: meaningless without --themis. */
+const THEMIS_ONLY = ["--base-rps", "--step-at", "--step-for", "--slo-ms", "--node-cores", "--cold-start-ms"];
 
 /**
  * Checks that span options; each problem names the options involved. `given` holds the options given on
@@ -215,6 +267,18 @@ const NOT_WITH_KAIROS = ["--trace", "--rate-scale", "--from-minute", "--minutes"
  */
 export function crossCheck(o: Options, given: ReadonlySet<string> = new Set()): string[] {
   const problems: string[] = [];
+  if (o.themis !== undefined) {
+    const clash = [...NOT_WITH_KAIROS, "--kairos", "--types"].filter((name) => given.has(name));
+    if (clash.length > 0)
+      problems.push(
+        `--themis cannot be combined with ${clash.join(", ")} (the allocator's pool starts the backends; the load is the step)`,
+      );
+    if (o.policy !== "swayam" && o.policy !== "static")
+      problems.push(`--themis takes --policy swayam or static, not ${o.policy} (the allocator's Themis controller sizes the service)`);
+    return problems;
+  }
+  const themisOnly = THEMIS_ONLY.filter((name) => given.has(name));
+  if (themisOnly.length > 0) problems.push(`${themisOnly.join(", ")} need${themisOnly.length === 1 ? "s" : ""} --themis <model>`);
   if (o.kairos !== undefined) {
     if (o.types === undefined) problems.push("--kairos needs --types (backends per instance type, e.g. --types g4dn.xlarge=2,t3.xlarge=3)");
     const clash = NOT_WITH_KAIROS.filter((name) => given.has(name));
@@ -227,7 +291,7 @@ export function crossCheck(o: Options, given: ReadonlySet<string> = new Set()): 
     return problems;
   }
   if (o.types !== undefined) problems.push("--types needs --kairos <model>");
-  if (o.profiles !== undefined) problems.push("--profiles needs --kairos <model>");
+  if (o.profiles !== undefined) problems.push("--profiles needs --kairos <model> or --themis <model>");
   if (o.peakRps !== undefined && o.rateScale !== undefined) problems.push("--peak-rps and --rate-scale cannot both be given");
   if (o.trace === undefined && o.jobs !== undefined) problems.push("--jobs needs --trace (the synthetic workload has fixed services)");
   if (o.trace === undefined && o.topJobs !== undefined) problems.push("--top-jobs needs --trace");
@@ -269,6 +333,13 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     kairos: raw.kairos,
     types: raw.types,
     profiles: raw.profiles,
+    themis: raw.themis,
+    baseRps: raw.baseRps,
+    stepAtS: raw.stepAt,
+    stepForS: raw.stepFor,
+    sloMs: raw.sloMs,
+    nodeCores: raw.nodeCores,
+    coldStartMs: raw.coldStartMs,
   };
   const given = new Set(
     program.options.filter((opt) => program.getOptionValueSource(opt.attributeName()) === "cli").map((opt) => opt.long ?? ""),

@@ -25,6 +25,8 @@ export interface ServiceSummary {
   slaWindows: number;
   /** Time backends spent provisioning or warm for this service, from their heartbeats. */
   backendSeconds: number;
+  /** Backends with sizes (--themis): cores x time they held, from their heartbeats (their cost). */
+  coreSeconds?: number;
   peakBackendsInUse: number;
   /** Heterogeneous mode: the requests by the instance type that served them, split by query size. */
   byInstanceType?: TypedSummary;
@@ -122,6 +124,7 @@ export function plainTable(head: string[]): Table.Table {
 }
 
 export function renderSummary(summary: Summary): string {
+  const sized = summary.services.some((s) => s.coreSeconds !== undefined);
   const table = plainTable([
     "service",
     "sent",
@@ -134,6 +137,7 @@ export function renderSummary(summary: Summary): string {
     "within SLO",
     "SLA compliance",
     "backend-s",
+    ...(sized ? ["core-s"] : []),
     "peak n",
   ]);
   for (const s of summary.services) {
@@ -149,11 +153,27 @@ export function renderSummary(summary: Summary): string {
       pct(s.sloAttainment),
       s.slaCompliance === null ? `- (${s.sent < 1000 ? "<1000 req" : "no window"})` : `${pct(s.slaCompliance)} of ${s.slaWindows}`,
       s.backendSeconds.toFixed(1),
+      ...(sized ? [s.coreSeconds === undefined ? "-" : s.coreSeconds.toFixed(1)] : []),
       s.peakBackendsInUse,
     ]);
   }
   const t = summary.totals;
-  table.push(["total", t.sent, t.answered, t.failed, t.lost, "", "", "", pct(t.sloAttainment), "", t.backendSeconds.toFixed(1), ""]);
+  const coreSeconds = summary.services.reduce((a, s) => a + (s.coreSeconds ?? 0), 0);
+  table.push([
+    "total",
+    t.sent,
+    t.answered,
+    t.failed,
+    t.lost,
+    "",
+    "",
+    "",
+    pct(t.sloAttainment),
+    "",
+    t.backendSeconds.toFixed(1),
+    ...(sized ? [coreSeconds.toFixed(1)] : []),
+    "",
+  ]);
   const notes: string[] = [];
   if (t.notSent > 0) notes.push(`${t.notSent} arrivals were not sent: more than the allowed requests were in flight (--max-in-flight).`);
   if (t.lost > 0) notes.push(`${t.lost} requests got neither an answer nor an error: that is a bug.`);

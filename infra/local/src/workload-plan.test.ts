@@ -36,6 +36,13 @@ const base: Options = {
   kairos: undefined,
   types: undefined,
   profiles: undefined,
+  themis: undefined,
+  baseRps: 5,
+  stepAtS: 10,
+  stepForS: 20,
+  sloMs: 1000,
+  nodeCores: 8,
+  coldStartMs: 10_000,
 };
 
 function trace(series: Record<string, number[]>): Trace {
