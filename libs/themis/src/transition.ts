@@ -20,11 +20,11 @@
  *    vertical at once (Algorithm 1; every warm backend to the same c, never below its current cores), plus new
  *    backends for what the node limit leaves uncarried, plus (if `startHorizontalInSurge` and the forecast says
  *    the load stays) the 1-core replicas the horizontal plan needs, so they warm while vertical absorbs.
- * 2. Stable: Algorithm 2 gives the same configuration for the current rate and for the predicted peak, for K
- *    ticks in a row -> horizontal: start the 1-core replicas the plan needs minus those running or starting;
+ * 2. Stable for K ticks in a row (`stability`: Algorithm 2 gives the same configuration for the current rate and
+ *    the predicted peak, as published; or its configuration for the predicted peak is unchanged) -> horizontal: start the 1-core replicas the plan needs minus those running or starting;
  *    only once that many are warm, shrink every warm backend to 1 core. Cores never go down otherwise.
  * 3. Surplus replicas (more than Algorithm 2 needs for the predicted peak) are removed only after the surplus
- *    held for `scaleDownDelayMs` while stable, down to the most needed during that time (hysteresis).
+ *    held for `scaleDownDelayMs` (and, as published, on a stable tick), down to the most needed meanwhile.
  */
 import { planHorizontal } from "./horizontal-scaling.js";
 import { processingMs, type ThemisProfile, throughputPerS } from "./latency-profile.js";
@@ -120,9 +120,22 @@ export interface ThemisOptions {
   startHorizontalInSurge: boolean;
   /** In horizontal mode, start the replicas the predicted peak needs before it comes. */
   proactiveStart: boolean;
-  /** Stable also requires Algorithm 2's configuration to be unchanged across the K ticks. */
-  sameConfigAcrossTicks: boolean;
+  /**
+   * When a tick counts as stable: `"now-equals-peak"` (the paper, section 5.1.3: Algorithm 2 gives the same
+   * configuration for the current rate and the predicted peak) or `"peak-unchanged"` (Algorithm 2's
+   * configuration for the predicted peak is the one it was the tick before).
+   */
+  stability: Stability;
+  /** Remove surplus replicas only on stable ticks (the paper removes them at the horizontal step). */
+  removeOnlyWhenStable: boolean;
+  /**
+   * Count stable ticks afresh after each horizontal step (the reference adapter resets its stabilization counter
+   * whenever it applies Algorithm 2, so it acts at most every K + 1 ticks).
+   */
+  restartCountAfterStep: boolean;
 }
+
+export type Stability = "now-equals-peak" | "peak-unchanged";
 
 /**
  * The paper's Themis: K = 10 (the reference adapter's HORIZONTAL_STABILIZATION), q(b) at the stage's whole rate
@@ -138,7 +151,9 @@ export const THEMIS_PUBLISHED: Readonly<ThemisOptions> = Object.freeze({
   newInstanceCores: "same",
   startHorizontalInSurge: false,
   proactiveStart: false,
-  sameConfigAcrossTicks: false,
+  stability: "now-equals-peak",
+  removeOnlyWhenStable: true,
+  restartCountAfterStep: true,
 });
 
 /** This system's default; README.md says why each differs from the paper. */
@@ -150,7 +165,9 @@ export const INFERGRID_THEMIS: Readonly<ThemisOptions> = Object.freeze({
   newInstanceCores: "one",
   startHorizontalInSurge: true,
   proactiveStart: true,
-  sameConfigAcrossTicks: true,
+  stability: "peak-unchanged",
+  removeOnlyWhenStable: false,
+  restartCountAfterStep: false,
 });
 
 export function initialTransitionState(): TransitionState {
@@ -373,14 +390,19 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
         };
       }
 
-      const stableNow = sameConfig(hNow, hPeak);
       const prev = state.stableConfig;
-      const continues =
-        !opts.sameConfigAcrossTicks ||
-        prev === null ||
-        (hPeak !== undefined && hPeak.instances === prev.instances && hPeak.batch === prev.batch);
-      const stableTicks = stableNow ? (continues ? state.stableTicks + 1 : 1) : 0;
-      const stableConfig = stableNow && hPeak ? { instances: hPeak.instances, batch: hPeak.batch } : null;
+      const peakUnchanged = hPeak !== undefined && prev !== null && hPeak.instances === prev.instances && hPeak.batch === prev.batch;
+      const stableTicks =
+        opts.stability === "now-equals-peak"
+          ? sameConfig(hNow, hPeak)
+            ? state.stableTicks + 1
+            : 0
+          : peakUnchanged
+            ? state.stableTicks + 1
+            : hPeak
+              ? 1
+              : 0;
+      const stableConfig = hPeak ? { instances: hPeak.instances, batch: hPeak.batch } : null;
       const stable = stableTicks >= opts.stableTicks && hPeak !== undefined;
       let targets = fitted;
       const start: NewBackend[] = [];
@@ -413,13 +435,20 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
       }
 
       const onlySmall = mode === "horizontal";
-      const sur = surplus(state, input, onlySmall ? hPeak?.instances : undefined, stable, opts.scaleDownDelayMs, targets);
+      const sur = surplus(
+        state,
+        input,
+        onlySmall ? hPeak?.instances : undefined,
+        stable || !opts.removeOnlyWhenStable,
+        opts.scaleDownDelayMs,
+        targets,
+      );
       if (sur.remove.length > 0) {
         targets = settle(targets, sur.remove, lambda, spec.profile, o);
         reason = `${sur.remove.length} surplus replicas removed (need ${hPeak?.instances})`;
       }
       return {
-        state: { ...state, mode, stableTicks, stableConfig, ...sur.state },
+        state: { ...state, mode, stableTicks: stable && opts.restartCountAfterStep ? 0 : stableTicks, stableConfig, ...sur.state },
         decision: { mode, targets, start, remove: sur.remove, reason },
       };
     },
