@@ -1,17 +1,21 @@
 import { type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
 import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
-import { publishMessage, runService, unaryHandler } from "@infergrid/runtime";
+import { grpc, publishMessage, resolveControlToken, runService, statusOf, unaryHandler } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
-import { Counter, Gauge } from "prom-client";
-import { backendConfig } from "./config.js";
+import { Counter, Gauge, Histogram } from "prom-client";
+import { backendConfig, sizeProblem } from "./config.js";
 import { Worker } from "./worker.js";
 
 await runService("backend-worker", backendConfig, async (ctx) => {
   const { config, id, logger, metrics, nc } = ctx;
+  const problem = sizeProblem(config);
+  if (problem !== undefined) throw new Error(`invalid configuration: ${problem}`);
+  const controlToken = resolveControlToken(config);
+  if (controlToken === undefined) logger.info("no control token configured: Resize is disabled");
   let member: MemberHandle | undefined;
   const registry = await ServiceRegistry.open(nc, logger);
   const machine = new BackendMachine({
-    concurrency: config.concurrency,
+    concurrency: config.maxBatch > 1 ? config.maxBatch : config.concurrency,
     idleTimeoutMs: config.idleTimeoutMs,
     frontendWindowMs: config.tSetupMs,
   });
@@ -33,6 +37,18 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     labelNames: ["how"],
     registers: [metrics],
   });
+  const batchSizes = new Histogram({
+    name: "infergrid_backend_batch_size",
+    help: "Requests per batch run as one model call",
+    buckets: [1, 2, 4, 8, 16, 32, 64],
+    registers: [metrics],
+  });
+  const resizes = new Counter({
+    name: "infergrid_backend_resizes_total",
+    help: "Resize calls, by outcome (ok, or the gRPC status name)",
+    labelNames: ["outcome"],
+    registers: [metrics],
+  });
   const worker = new Worker(
     id,
     machine,
@@ -40,6 +56,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     logger,
     {
       onHoldEnded: (how) => holdsEnded.inc({ how }),
+      onBatch: (size) => batchSizes.observe(size),
       onDecommissioned: (service) => {
         publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
           kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
@@ -51,7 +68,15 @@ await runService("backend-worker", backendConfig, async (ctx) => {
         member?.heartbeat.beat();
       },
     },
-    { holdMs: config.holdMs, instanceType: config.instanceType },
+    {
+      holdMs: config.holdMs,
+      instanceType: config.instanceType,
+      cores: config.cores,
+      maxCores: config.maxCores,
+      maxBatch: config.maxBatch,
+      batchTimeoutMs: config.batchTimeoutMs,
+      ...(controlToken === undefined ? {} : { controlToken }),
+    },
   );
   const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
   new Gauge({
@@ -83,6 +108,17 @@ await runService("backend-worker", backendConfig, async (ctx) => {
           return reply;
         }),
         Release: unaryHandler(logger, async (req) => worker.releaseHold(req)),
+        Resize: unaryHandler(logger, async (req, call) => {
+          try {
+            const reply = await worker.resize(req, call.metadata);
+            resizes.inc({ outcome: "ok" });
+            member?.heartbeat.beat();
+            return reply;
+          } catch (err) {
+            resizes.inc({ outcome: grpc.status[statusOf(err).code] ?? "UNKNOWN" });
+            throw err;
+          }
+        }),
       }),
   });
   const idleTimer = setInterval(() => worker.checkIdle(), Math.max(50, Math.min(1000, config.idleTimeoutMs / 10)));

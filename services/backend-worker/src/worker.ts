@@ -1,9 +1,20 @@
 import { randomUUID } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import { type LatencyProfile, serviceMs } from "@infergrid/kairos";
-import { createModelRuntime, InvalidModelInputError, type ModelRuntime, type ModelSpec } from "@infergrid/models";
+import {
+  createModelRuntime,
+  type InferResult,
+  InvalidModelInputError,
+  type ModelRuntime,
+  type ModelRuntimeDeps,
+  type ModelSpec,
+  type TensorValue,
+} from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
-import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
-import { type BackendMachine, type BackendPhase, BackendSecondsMeter, BackendSlots } from "@infergrid/swayam";
+import { bearerTokenMatches, GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
+import { type BackendMachine, type BackendPhase, BackendSecondsMeter, BackendSlots, BatchFormer, type BatchStep } from "@infergrid/swayam";
+import { type BatchAnswer, runBatch } from "./batch-run.js";
+import { MAX_BATCH_BOUND } from "./config.js";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
 
 const STATE: Record<BackendPhase, backend.BackendState> = {
@@ -32,7 +43,12 @@ function ownProfile(model: control.ModelSpec.$Properties | null | undefined, ins
  * (Kairos) runs on this backend's type's profile; a type it has none for is an error (the allocator assigns
  * such a service only backends of its listed types, so this means the two disagree).
  */
-export function toModelSpec(model: control.ModelSpec.$Properties | null | undefined, defaultThreads: number, instanceType = ""): ModelSpec {
+export function toModelSpec(
+  model: control.ModelSpec.$Properties | null | undefined,
+  defaultThreads: number,
+  instanceType = "",
+  cores = 1,
+): ModelSpec {
   if (model?.kind === control.ModelKind.MODEL_KIND_ONNX) {
     return { kind: "onnx", model: model.onnxModel ?? "", intraOpThreads: model.intraOpThreads || defaultThreads };
   }
@@ -44,10 +60,12 @@ export function toModelSpec(model: control.ModelSpec.$Properties | null | undefi
       `the model has profiles for instance types ${typed.map((t) => t.instanceType).join(", ")}, not for this backend's type "${instanceType}"`,
     );
   }
+  const t = model?.themis;
   return {
     kind: "emulated",
     profile: { shape: p?.shape ?? 0, loc: p?.locMs ?? 0, scale: p?.scaleMs ?? 0 },
     ...(batchProfile === undefined ? {} : { batchProfile }),
+    ...(t ? { themis: { gamma: t.gamma ?? 0, eps: t.eps ?? 0, delta: t.delta ?? 0, eta: t.eta ?? 0, spread: t.spread ?? 0 }, cores } : {}),
     coldStartMs: model?.coldStartMs ?? 0,
   };
 }
@@ -71,11 +89,33 @@ interface Hold {
   timer: NodeJS.Timeout;
 }
 
+/** An accepted Execute waiting in (or running with) its batch. */
+interface PendingExecute {
+  inputs: Record<string, TensorValue>;
+  resolve(reply: backend.ExecuteReply.$Properties): void;
+  reject(err: unknown): void;
+}
+
 export interface WorkerOptions {
   /** How long a slot held for a parked request waits for its Execute before it is given back. */
   holdMs: number;
   /** The instance type this backend runs on (it picks its model's profile for that type). */
   instanceType?: string;
+  /** Cores the model runs on (Themis's c; default 1). */
+  cores?: number;
+  /** This node's limit on cores: Resize accepts 1..maxCores (default: max(cores, 1)). */
+  maxCores?: number;
+  /**
+   * Batch size b (default 1): up to b accepted requests run as one model call; the machine's concurrency is
+   * set to b. With b = 1 and a machine of concurrency above 1, requests run independently, as before batching.
+   */
+  maxBatch?: number;
+  /** How long a partial batch waits on an idle model (ms; default 0: not at all; Infinity: until b). */
+  batchTimeoutMs?: number;
+  /** The token Resize calls must carry; without one, Resize is disabled. */
+  controlToken?: string;
+  /** What the model runtime is built with (tests inject a sleep). */
+  modelDeps?: ModelRuntimeDeps;
 }
 
 export interface WorkerEvents {
@@ -83,6 +123,8 @@ export interface WorkerEvents {
   onDecommissioned(service: string): void;
   /** A slot held for a parked request ended: used by its Execute, given back by a Release, or expired unused. */
   onHoldEnded(how: "executed" | "released" | "expired"): void;
+  /** A batch ran: its requests and the model's compute time (not called for requests run independently). */
+  onBatch?(size: number, computeMs: number): void;
 }
 
 /**
@@ -104,6 +146,16 @@ export class Worker {
   private readonly holds = new Map<string, Hold>();
   /** The latest park of each request (by park id), to withdraw it. */
   private readonly parkedById = new Map<string, ParkedCall>();
+  /** Accepted requests form batches here (libs/swayam BatchFormer: the simulator runs the same). */
+  private readonly former: BatchFormer<PendingExecute>;
+  /** Concurrency above 1 without batching: each request runs on its own, as before batching existed. */
+  private readonly independent: boolean;
+  private cores: number;
+  private readonly maxCores: number;
+  private batchTimer: NodeJS.Timeout | undefined;
+  private batchTimerAt: number | undefined;
+  /** Resize calls apply one after another. */
+  private resizing: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly id: string,
@@ -115,6 +167,14 @@ export class Worker {
     private readonly now: () => number = Date.now,
   ) {
     this.slots = new BackendSlots(machine, { isLive: (c) => !c.done, frontendOf: (c) => c.frontendId });
+    const maxBatch = options.maxBatch ?? 1;
+    this.independent = maxBatch === 1 && machine.concurrency > 1;
+    if (!this.independent) machine.resize(maxBatch);
+    this.former = new BatchFormer({ maxBatch, timeoutMs: options.batchTimeoutMs ?? 0 });
+    this.cores = options.cores ?? 1;
+    this.maxCores = options.maxCores ?? Math.max(this.cores, 1);
+    if (!(Number.isInteger(this.cores) && this.cores >= 1 && this.cores <= this.maxCores))
+      throw new RangeError(`cores must be an integer in 1..${this.maxCores}, got ${this.cores}`);
   }
 
   activeSeconds(): number {
@@ -138,6 +198,9 @@ export class Worker {
       frontendsSeen: this.machine.frontendsSeen(now),
       service: this.service,
       reportedAtUnixMs: now,
+      cores: this.runtime?.cores ?? this.cores,
+      maxBatch: this.former.maxBatch,
+      batchTimeoutMs: this.former.timeoutMs,
     };
   }
 
@@ -166,8 +229,13 @@ export class Worker {
     this.loadGeneration += 1;
     const generation = this.loadGeneration;
     try {
-      const runtime = createModelRuntime(toModelSpec(model, this.defaultThreads, this.options.instanceType));
+      const runtime = createModelRuntime(
+        toModelSpec(model, this.defaultThreads, this.options.instanceType, this.cores),
+        this.options.modelDeps,
+      );
       const { coldStartMs } = await runtime.load();
+      // A Resize that came while it loaded: the model must run on the size the backend now reports.
+      if (runtime.resize && runtime.cores !== undefined && runtime.cores !== this.cores) await runtime.resize(this.cores);
       if (generation !== this.loadGeneration) {
         // Reassigned (or warmed up anew) while it loaded: this model serves no one.
         await runtime.unload().catch((err: unknown) => this.logger.warn({ err }, "unload failed"));
@@ -207,6 +275,10 @@ export class Worker {
       if (!acquired.accepted)
         return { status: REFUSAL[acquired.reason] ?? backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
     }
+    if (!this.independent) {
+      const inputs = fromTensorMap(req.inputs);
+      return new Promise((resolve, reject) => this.applyStep(this.former.add(this.now(), { inputs, resolve, reject })));
+    }
     const runtime = this.runtime;
     try {
       if (!runtime) throw new GrpcStatusError(grpc.status.INTERNAL, "warm backend has no model loaded");
@@ -223,6 +295,122 @@ export class Worker {
       if (err instanceof InvalidModelInputError) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, err.message);
       throw err;
     }
+  }
+
+  /** Runs a batch the former closed, answers each of its requests once, and starts what forms next. */
+  private async runFormed(items: readonly PendingExecute[]): Promise<void> {
+    const runtime = this.runtime;
+    let answers: BatchAnswer[];
+    try {
+      if (!runtime) throw new GrpcStatusError(grpc.status.INTERNAL, "warm backend has no model loaded");
+      answers = await runBatch(
+        runtime,
+        items.map((i) => i.inputs),
+      );
+      if (answers.length !== items.length) throw new Error(`the model answered ${answers.length} of a batch of ${items.length}`);
+    } catch (err) {
+      const failure = err instanceof Error ? err : new Error(String(err));
+      answers = items.map(() => failure);
+    }
+    const ok = answers.find((a): a is InferResult => !(a instanceof Error));
+    if (ok) this.events.onBatch?.(items.length, ok.computeMs);
+    for (const _ of items) this.release();
+    const next = this.former.finished(this.now());
+    items.forEach((item, i) => {
+      const answer = answers[i] as BatchAnswer;
+      if (answer instanceof InvalidModelInputError) item.reject(new GrpcStatusError(grpc.status.INVALID_ARGUMENT, answer.message));
+      else if (answer instanceof Error) item.reject(answer);
+      else
+        item.resolve({
+          status: backend.ExecuteStatus.EXECUTE_STATUS_OK,
+          outputs: toTensorMap(answer.outputs),
+          computeMs: answer.computeMs,
+          report: this.report(),
+        });
+    });
+    this.applyStep(next);
+  }
+
+  /** Starts a batch the former closed and keeps one timer at the forming batch's deadline. */
+  private applyStep(step: BatchStep<PendingExecute>): void {
+    if (step.run) void this.runFormed(step.run);
+    const at = this.former.deadline();
+    if (at === this.batchTimerAt) return;
+    clearTimeout(this.batchTimer);
+    this.batchTimer = undefined;
+    this.batchTimerAt = at;
+    if (at === undefined) return;
+    // At least 1 ms: a clock that lags the timers must not make this spin.
+    this.batchTimer = setTimeout(
+      () => {
+        this.batchTimer = undefined;
+        this.batchTimerAt = undefined;
+        this.applyStep(this.former.timer(this.now()));
+      },
+      Math.max(1, at - this.now()),
+    );
+  }
+
+  /**
+   * In-place vertical scaling (Themis): new cores and/or batch size for the next batch on. Only a caller with
+   * the control token may steer a backend; without one configured, Resize is disabled.
+   */
+  async resize(req: backend.ResizeRequest.$Properties, metadata: grpc.Metadata): Promise<backend.ResizeReply.$Properties> {
+    const token = this.options.controlToken;
+    if (token === undefined) {
+      throw new GrpcStatusError(
+        grpc.status.UNAUTHENTICATED,
+        "Resize is disabled: this backend has no control token (--control-token-file / INFERGRID_CONTROL_TOKEN)",
+      );
+    }
+    if (!bearerTokenMatches(metadata, token))
+      throw new GrpcStatusError(grpc.status.UNAUTHENTICATED, "Resize needs the control token as metadata `authorization: Bearer <token>`");
+    const cores = req.cores ?? 0;
+    const maxBatch = req.maxBatch ?? 0;
+    if (cores !== 0 && !(cores >= 1 && cores <= this.maxCores)) {
+      throw new GrpcStatusError(
+        grpc.status.INVALID_ARGUMENT,
+        `cores: ${cores} is outside 1..${this.maxCores} (this node's --max-cores); 0 leaves it unchanged`,
+      );
+    }
+    if (maxBatch !== 0 && !(maxBatch >= 1 && maxBatch <= MAX_BATCH_BOUND)) {
+      throw new GrpcStatusError(
+        grpc.status.INVALID_ARGUMENT,
+        `max_batch: ${maxBatch} is outside 1..${MAX_BATCH_BOUND}; 0 leaves it unchanged`,
+      );
+    }
+    if (maxBatch > 1 && this.independent) {
+      throw new GrpcStatusError(
+        grpc.status.FAILED_PRECONDITION,
+        `max_batch: this backend runs --concurrency ${this.machine.concurrency} requests independently; batching needs --concurrency 1`,
+      );
+    }
+    const applied = this.resizing.then(() => this.applyResize(cores, maxBatch));
+    this.resizing = applied.catch(() => undefined);
+    return applied;
+  }
+
+  private async applyResize(cores: number, maxBatch: number): Promise<backend.ResizeReply.$Properties> {
+    let resizeMs = 0;
+    if (cores !== 0 && cores !== (this.runtime?.cores ?? this.cores)) {
+      const runtime = this.runtime;
+      if (runtime) {
+        if (!runtime.resize)
+          throw new GrpcStatusError(grpc.status.FAILED_PRECONDITION, `cores: model "${runtime.name}" runs on a fixed size`);
+        const start = performance.now();
+        await runtime.resize(cores);
+        resizeMs = performance.now() - start;
+      }
+      this.cores = cores;
+    } else if (cores !== 0) this.cores = cores;
+    if (maxBatch !== 0 && maxBatch !== this.former.maxBatch) {
+      if (!this.independent) this.machine.resize(maxBatch);
+      this.applyStep(this.former.resize(this.now(), maxBatch));
+      this.serveParked();
+    }
+    const report = this.report();
+    this.logger.info({ cores: report.cores, maxBatch: report.maxBatch, resizeMs }, "resized in place");
+    return { report, cores: report.cores ?? this.cores, maxBatch: this.former.maxBatch, resizeMs };
   }
 
   private release(): void {
