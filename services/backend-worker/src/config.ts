@@ -12,8 +12,9 @@ export const backendConfig = z.object({
   cores: field.int(1, 1, 1024).describe("cores the model runs on (Themis's c; an emulated model with a Themis profile scales by them)"),
   maxCores: field.int(16, 1, 1024).describe("this node's limit on cores: Resize accepts 1..max-cores"),
   maxBatch: field.int(1, 1, MAX_BATCH_BOUND).describe("batch size b: up to b accepted requests run as one model call"),
-  batchTimeoutMs: field
-    .ms(0)
+  batchTimeoutMs: z
+    .union([z.literal(["Infinity", "inf"]).transform(() => Number.POSITIVE_INFINITY), z.coerce.number().min(0)])
+    .default(0)
     .describe("how long a partial batch waits on an idle model for more requests (0: not at all; Infinity: until b)"),
   idleTimeoutMs: field.ms(300_000).describe("T: a warm backend idle this long decommissions itself"),
   tSetupMs: field.ms(10_000).describe("t_setup: window for the distinct-frontends count"),

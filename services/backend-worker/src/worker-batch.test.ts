@@ -4,10 +4,10 @@
  * decides when it ends.
  */
 import { backend, control } from "@infergrid/proto";
-import { controlMetadata, createLogger, GrpcStatusError, grpc } from "@infergrid/runtime";
+import { controlMetadata, createLogger, GrpcStatusError, grpc, loadConfig } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
 import { describe, expect, it, vi } from "vitest";
-import { sizeProblem } from "./config.js";
+import { backendConfig, sizeProblem } from "./config.js";
 import { toModelSpec, Worker } from "./worker.js";
 
 const SERVICE = "svc";
@@ -238,5 +238,13 @@ describe("the size in the spec and the config", () => {
       /--cores \(17\) must not exceed --max-cores \(16\)/,
     );
     expect(sizeProblem({ cores: 1, maxCores: 16, concurrency: 2, maxBatch: 4 })).toMatch(/--max-batch 4 needs --concurrency 1/);
+  });
+});
+
+describe("backendConfig", () => {
+  it("defaults to one core, batches of one, no waiting; takes Infinity as the batch timeout", () => {
+    expect(loadConfig(backendConfig, { argv: [], env: {} })).toMatchObject({ cores: 1, maxBatch: 1, batchTimeoutMs: 0, maxCores: 16 });
+    expect(loadConfig(backendConfig, { argv: ["--batch-timeout-ms", "Infinity"], env: {} }).batchTimeoutMs).toBe(Number.POSITIVE_INFINITY);
+    expect(() => loadConfig(backendConfig, { argv: ["--max-batch", "65"], env: {} })).toThrow(/--max-batch/);
   });
 });
