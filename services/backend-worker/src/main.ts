@@ -94,8 +94,10 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     heartbeatExtra: () => ({ backend: worker.report(), instanceType: config.instanceType }),
     register: (server) =>
       server.addService(BackendServiceDefinition, {
-        Execute: unaryHandler(logger, async (req) => {
-          const reply = await worker.execute(req);
+        Execute: unaryHandler(logger, async (req, call) => {
+          const gone = new AbortController();
+          call.on("cancelled", () => gone.abort());
+          const reply = await worker.execute(req, gone.signal);
           executed.inc({ status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
           return reply;
         }),

@@ -192,6 +192,39 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
   });
 });
 
+describe("Worker batching: callers that leave, and drains", { timeout: 5_000 }, () => {
+  it("a request whose caller went away leaves its forming batch and gives its slot back", async () => {
+    const { worker, gate, machine } = await warmBatchWorker({ maxBatch: 3 });
+    const gone = new AbortController();
+    const left = worker.execute({ service: SERVICE, frontendId: "fe-1", inputs: {} }, gone.signal);
+    const stays = execute(worker);
+    await settle();
+    expect(machine.requestsInFlight).toBe(2);
+    gone.abort();
+    await expect(left).rejects.toMatchObject({ code: grpc.status.CANCELLED });
+    expect(machine.requestsInFlight).toBe(1);
+    const [x, y] = [execute(worker), execute(worker)];
+    await settle();
+    expect(gate.calls.map((c) => c.ms)).toEqual([l(3, 1)]);
+    gate.calls[0]?.end();
+    for (const r of [stays, x, y]) expect((await r.reply).status).toBe(S.EXECUTE_STATUS_OK);
+  });
+
+  it("a reassigned backend runs its partial batch instead of waiting for a b-th request that cannot come", async () => {
+    const { worker, gate } = await warmBatchWorker({ maxBatch: 4 });
+    const a = execute(worker);
+    await settle();
+    expect(gate.calls).toHaveLength(0);
+    worker.onAssignment(undefined);
+    await settle();
+    expect(worker.report().state).toBe(B.BACKEND_STATE_DRAINING);
+    expect(gate.calls.map((c) => c.ms)).toEqual([l(1, 1)]);
+    gate.calls[0]?.end();
+    expect((await a.reply).status).toBe(S.EXECUTE_STATUS_OK);
+    expect(worker.report().state).toBe(B.BACKEND_STATE_COLD);
+  });
+});
+
 describe("Worker.resize: authenticated and validated", () => {
   const code = async (p: Promise<unknown>) => {
     try {

@@ -213,6 +213,8 @@ export class Worker {
       // here for it is told at once, and parks elsewhere.
       this.loadGeneration += 1;
       if (before && this.machine.drain(this.now())) void this.unload();
+      // Draining takes no new request, so a partial batch would wait for its b-th forever: it runs as it is.
+      else if (before) this.applyStep(this.former.resize(this.now(), this.former.maxBatch, 0));
       this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING);
     }
   }
@@ -243,6 +245,8 @@ export class Worker {
       }
       this.runtime = runtime;
       this.lastColdStartMs = coldStartMs;
+      // The configured wait again, in case a drain set it to none.
+      this.former.resize(this.now(), this.former.maxBatch, this.options.batchTimeoutMs ?? 0);
       this.machine.loadFinished(this.now());
       this.logger.info({ model: runtime.name, coldStartMs: Math.round(coldStartMs) }, "model loaded (cold start)");
       this.serveParked();
@@ -261,7 +265,11 @@ export class Worker {
     if (r) await r.unload().catch((err: unknown) => this.logger.warn({ err }, "unload failed"));
   }
 
-  async execute(req: backend.ExecuteRequest.$Properties): Promise<backend.ExecuteReply.$Properties> {
+  /**
+   * `signal` aborts when the caller goes away (cancelled, or past its deadline): a request still waiting for its
+   * batch then leaves it and gives its slot back; one already running runs to the end.
+   */
+  async execute(req: backend.ExecuteRequest.$Properties, signal?: AbortSignal): Promise<backend.ExecuteReply.$Properties> {
     const now = this.now();
     if (!req.service || req.service !== this.service) {
       return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
@@ -277,7 +285,11 @@ export class Worker {
     }
     if (!this.independent) {
       const inputs = fromTensorMap(req.inputs);
-      return new Promise((resolve, reject) => this.applyStep(this.former.add(this.now(), { inputs, resolve, reject })));
+      return new Promise((resolve, reject) => {
+        const item: PendingExecute = { inputs, resolve, reject };
+        signal?.addEventListener("abort", () => this.withdraw(item), { once: true });
+        this.applyStep(this.former.add(this.now(), item));
+      });
     }
     const runtime = this.runtime;
     try {
@@ -329,6 +341,14 @@ export class Worker {
         });
     });
     this.applyStep(next);
+  }
+
+  private withdraw(item: PendingExecute): void {
+    const { removed, step } = this.former.withdraw(this.now(), item);
+    if (!removed) return;
+    this.release();
+    item.reject(new GrpcStatusError(grpc.status.CANCELLED, "the caller went away before its batch ran"));
+    this.applyStep(step);
   }
 
   /** Starts a batch the former closed and keeps one timer at the forming batch's deadline. */
