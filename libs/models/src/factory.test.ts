@@ -20,6 +20,22 @@ describe("createModelRuntime", () => {
     expect(sleeps).toEqual([900, computeMs]);
   });
 
+  it("builds an emulated model with Themis's profile on the spec's cores", async () => {
+    const sleeps: number[] = [];
+    const spec: ModelSpec = {
+      kind: "emulated",
+      profile: { shape: 0, loc: 1, scale: 0 },
+      themis: { gamma: 20, eps: 10, delta: 2, eta: 3 },
+      cores: 2,
+      coldStartMs: 0,
+    };
+    const runtime = createModelRuntime(spec, { sleep: async (ms) => void sleeps.push(ms) });
+    expect(runtime.cores).toBe(2);
+    await runtime.load();
+    expect((await runtime.infer({})).computeMs).toBe((20 + 10) / 2 + 2 + 3);
+    expect(sleeps).toEqual([20]);
+  });
+
   it("builds an ONNX model by catalogue name without loading it", () => {
     const runtime = createModelRuntime({ kind: "onnx", model: "ppocr-mobile-cls", intraOpThreads: 1 });
     expect(runtime).toBeInstanceOf(OnnxModel);
