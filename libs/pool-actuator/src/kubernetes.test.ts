@@ -1,24 +1,63 @@
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { KubeConfig } from "@kubernetes/client-node";
+import { setTimeout as sleep } from "node:timers/promises";
+import { ApiException, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { KubernetesActuator, POD_DELETION_COST, parseWorkload } from "./kubernetes.js";
+import { type BackendResizer, ResizeError } from "./actuator.js";
+import { KubernetesActuator, type KubernetesActuatorOptions, POD_DELETION_COST, parseWorkload } from "./kubernetes.js";
 import { TypedPools } from "./typed-pools.js";
 
 /**
  * There is no Kubernetes API server on the project's machines, so these tests run the actuator
- * (the real @kubernetes/client-node calls) against a LOCAL HTTP STAND-IN that serves the few
- * endpoints it uses, with the API server's semantics that matter here: the scale subresource
- * with resourceVersion conflicts (409), pods listed by label selector, merge-patching a pod's
- * annotations, and a ReplicaSet controller that removes the pods with the lowest
- * pod-deletion-cost first. Every request is recorded so the tests can assert what was called.
+ * (the real @kubernetes/client-node calls) against a LOCAL HTTP STAND-IN FOR A REAL API SERVER (and the
+ * kubelet behind it) that serves the few endpoints the actuator uses, with the semantics that matter
+ * here: the scale subresource with resourceVersion conflicts (409), pods listed by label and field
+ * selector, merge-patching a pod's annotations, a ReplicaSet controller that removes the pods with the
+ * lowest pod-deletion-cost first, and in-place pod resize as Kubernetes 1.33+ does it: the pod's
+ * `resize` subresource (strategic-merge or JSON merge patch; only containers' resources are taken from
+ * it; only cpu and memory may change, none removed, requests within limits, the QoS class kept; the
+ * pod's generation bumped), then a kubelet that admits the resize against its node's allocatable CPU
+ * (PodResizePending: Infeasible above the allocatable, Deferred while the other pods' requests leave too
+ * little, retried when they shrink), actuates it (PodResizeInProgress, then the applied resources in
+ * status.containerStatuses[].resources) and honours the container's resizePolicy (RestartContainer
+ * restarts it). Every request is recorded so the tests can assert what was called.
  */
+
+type ResourceList = Record<string, string>;
+interface Resources {
+  requests?: ResourceList;
+  limits?: ResourceList;
+}
+interface FakeContainer {
+  name: string;
+  image: string;
+  resources: Resources;
+  resizePolicy?: { resourceName: string; restartPolicy: string }[];
+}
+interface Condition {
+  type: string;
+  status: "True" | "False";
+  reason?: string;
+  message?: string;
+}
 
 interface FakePod {
   name: string;
+  namespace: string;
+  labels: Record<string, string>;
   annotations: Record<string, string>;
   ready: boolean;
+  nodeName: string;
+  podIP: string;
+  containers: FakeContainer[];
+  generation: number;
+  observedGeneration: number;
+  /** The kubelet's: admitted (allocated) and applied (actual) resources, by container. */
+  allocated: Record<string, Resources>;
+  actual: Record<string, Resources>;
+  resizeConditions: Condition[];
+  restartCount: number;
 }
 
 interface Recorded {
@@ -32,6 +71,43 @@ interface Recorded {
 /** Every request the stand-in answered, whichever workload it was about. */
 const requests: Recorded[] = [];
 
+const clone = <T>(x: T): T => structuredClone(x);
+
+/** Nodes by name: their allocatable CPU. */
+const nodes = new Map<string, { allocatableCpu: string }>();
+/** Pods of other namespaces (system daemons, other teams) that take CPU on the nodes. */
+const foreignPods: FakePod[] = [];
+/** The kubelet's delays: before it looks at a resize, and for actuating one it admitted. */
+const kubelet = { syncDelayMs: 5, actuateMs: 10 };
+
+function backendContainer(): FakeContainer {
+  return {
+    name: "backend",
+    image: "infergrid-backend-worker",
+    resources: { requests: { cpu: "1", memory: "512Mi" }, limits: { cpu: "1", memory: "1Gi" } },
+    resizePolicy: [{ resourceName: "cpu", restartPolicy: "NotRequired" }],
+  };
+}
+
+function newPod(name: string, namespace: string, labels: Record<string, string>, nodeName: string, containers: FakeContainer[]): FakePod {
+  return {
+    name,
+    namespace,
+    labels,
+    annotations: {},
+    ready: true,
+    nodeName,
+    podIP: "127.0.0.1",
+    containers,
+    generation: 1,
+    observedGeneration: 1,
+    allocated: Object.fromEntries(containers.map((c) => [c.name, clone(c.resources)])),
+    actual: Object.fromEntries(containers.map((c) => [c.name, clone(c.resources)])),
+    resizeConditions: [],
+    restartCount: 0,
+  };
+}
+
 /** One Deployment (or StatefulSet) of the stand-in: its scale and its pods. */
 class StandIn {
   replicas = 0;
@@ -39,6 +115,9 @@ class StandIn {
   pods: FakePod[] = [];
   /** Makes the next PUT of the scale fail with 409, as when another writer got there first. */
   conflictsToInject = 0;
+  /** The pod template's containers and the node new pods land on. */
+  template: () => FakeContainer[] = () => [backendContainer()];
+  nodeName = "node-a";
   private seq = 0;
 
   constructor(readonly name: string) {}
@@ -53,19 +132,28 @@ class StandIn {
     requests.length = 0;
     this.conflictsToInject = 0;
     this.resourceVersion = 1;
+    this.template = () => [backendContainer()];
     this.setReplicas(replicas);
   }
 
   setReplicas(n: number): void {
     this.replicas = n;
     this.resourceVersion++;
-    while (this.pods.length < n) this.pods.push({ name: `${this.name}-7d9f-${(this.seq++).toString(36)}`, annotations: {}, ready: true });
+    while (this.pods.length < n) {
+      const name = `${this.name}-7d9f-${(this.seq++).toString(36)}`;
+      this.pods.push(newPod(name, "infergrid", { "app.kubernetes.io/name": this.name }, this.nodeName, this.template()));
+    }
     // The ReplicaSet controller's choice: lowest pod-deletion-cost first, then newest.
     const cost = (p: FakePod) => Number(p.annotations[POD_DELETION_COST] ?? "0");
     while (this.pods.length > n) {
       const victim = [...this.pods].sort((a, b) => cost(a) - cost(b) || this.pods.indexOf(b) - this.pods.indexOf(a))[0]!;
       this.pods.splice(this.pods.indexOf(victim), 1);
     }
+  }
+
+  /** A pod deleted (evicted, its node gone): it leaves at once. */
+  remove(name: string): void {
+    this.pods = this.pods.filter((p) => p.name !== name);
   }
 
   selector(kind: string): string {
@@ -86,6 +174,211 @@ class StandIn {
 /** The workloads the stand-in serves, by name ("backend" always; the typed-pool tests add theirs). */
 const workloads = new Map<string, StandIn>();
 
+function allPods(): FakePod[] {
+  return [...[...workloads.values()].flatMap((w) => w.pods), ...foreignPods];
+}
+
+/** A CPU quantity in millicores (the stand-in's own parser: "500m", "2", "1.5"). */
+function milli(q: string | undefined): number {
+  if (q === undefined) return 0;
+  return q.endsWith("m") ? Number(q.slice(0, -1)) : Math.round(Number(q) * 1000);
+}
+
+/** Kubernetes's QoS class of a pod's containers (requests default to limits when absent). */
+function qosClass(containers: FakeContainer[]): "Guaranteed" | "Burstable" | "BestEffort" {
+  const any = containers.some((c) => Object.keys(c.resources.requests ?? {}).length + Object.keys(c.resources.limits ?? {}).length > 0);
+  if (!any) return "BestEffort";
+  const guaranteed = containers.every((c) =>
+    ["cpu", "memory"].every((r) => {
+      const limit = c.resources.limits?.[r];
+      const request = c.resources.requests?.[r] ?? limit;
+      return limit !== undefined && request === limit;
+    }),
+  );
+  return guaranteed ? "Guaranteed" : "Burstable";
+}
+
+/** What a pod holds of its node's CPU for the kubelet: per container the larger of desired and allocated requests. */
+function podCpu(p: FakePod): number {
+  return p.containers.reduce((sum, c) => sum + Math.max(milli(c.resources.requests?.cpu), milli(p.allocated[c.name]?.requests?.cpu)), 0);
+}
+
+function podObject(p: FakePod): Record<string, unknown> {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: p.name, namespace: p.namespace, labels: p.labels, annotations: p.annotations, generation: p.generation },
+    spec: { nodeName: p.nodeName, containers: clone(p.containers) },
+    status: {
+      phase: "Running",
+      podIP: p.podIP,
+      qosClass: qosClass(p.containers),
+      observedGeneration: p.observedGeneration,
+      conditions: [{ type: "Ready", status: p.ready ? "True" : "False" }, ...p.resizeConditions],
+      containerStatuses: p.containers.map((c) => ({
+        name: c.name,
+        image: c.image,
+        imageID: "",
+        ready: p.ready,
+        started: true,
+        restartCount: p.restartCount,
+        allocatedResources: clone(p.allocated[c.name]?.requests ?? {}),
+        resources: clone(p.actual[c.name] ?? {}),
+      })),
+    },
+  };
+}
+
+/**
+ * The kubelet's pod sync after a resize (Kubernetes 1.33+): a resize it cannot fit is left pending
+ * (Infeasible above the node's allocatable, not retried; Deferred while the other pods' requests leave
+ * too little, retried on later syncs); one it can is allocated, reported in progress, then applied.
+ */
+function kubeletSync(p: FakePod): void {
+  p.observedGeneration = p.generation;
+  const same = (a: Resources | undefined, b: Resources | undefined) => JSON.stringify(a ?? {}) === JSON.stringify(b ?? {});
+  if (p.containers.every((c) => same(c.resources, p.allocated[c.name]))) {
+    // Nothing (left) to resize: a pending one was withdrawn.
+    p.resizeConditions = p.resizeConditions.filter((c) => c.type !== "PodResizePending");
+    return;
+  }
+  const capacity = milli(nodes.get(p.nodeName)?.allocatableCpu);
+  const requested = p.containers.reduce((sum, c) => sum + milli(c.resources.requests?.cpu), 0);
+  if (requested > capacity) {
+    p.resizeConditions = [
+      {
+        type: "PodResizePending",
+        status: "True",
+        reason: "Infeasible",
+        message: `Node didn't have enough capacity: cpu, requested: ${requested}, capacity: ${capacity}`,
+      },
+    ];
+    return;
+  }
+  const used = allPods()
+    .filter((o) => o !== p && o.nodeName === p.nodeName)
+    .reduce((sum, o) => sum + podCpu(o), 0);
+  if (requested + used > capacity) {
+    p.resizeConditions = [
+      {
+        type: "PodResizePending",
+        status: "True",
+        reason: "Deferred",
+        message: `Node didn't have enough resource: cpu, requested: ${requested}, used: ${used}, capacity: ${capacity}`,
+      },
+    ];
+    return;
+  }
+  const before = clone(p.actual);
+  for (const c of p.containers) p.allocated[c.name] = clone(c.resources);
+  p.resizeConditions = [{ type: "PodResizeInProgress", status: "True" }];
+  const generation = p.generation;
+  setTimeout(() => {
+    if (p.generation !== generation) return; // a newer resize took over
+    for (const c of p.containers) {
+      const changed = ["cpu", "memory"].filter(
+        (r) => before[c.name]?.limits?.[r] !== c.resources.limits?.[r] || before[c.name]?.requests?.[r] !== c.resources.requests?.[r],
+      );
+      if (changed.some((r) => c.resizePolicy?.some((x) => x.resourceName === r && x.restartPolicy === "RestartContainer")))
+        p.restartCount++;
+      p.actual[c.name] = clone(c.resources);
+    }
+    p.resizeConditions = [];
+    // Room freed on the node: deferred resizes there are tried again.
+    for (const o of allPods()) if (o !== p && o.nodeName === p.nodeName && o.resizeConditions[0]?.reason === "Deferred") kubeletSync(o);
+  }, kubelet.actuateMs);
+}
+
+/** A strategic-merge patch of a list of containers: items merged by name, maps merged, null deletes a key. */
+function strategicMerge(target: unknown, patch: unknown): unknown {
+  if (Array.isArray(patch)) {
+    const out = clone(Array.isArray(target) ? (target as { name?: string }[]) : []);
+    for (const item of patch as { name?: string }[]) {
+      const at = out.findIndex((x) => x.name === item.name);
+      if (at >= 0) out[at] = strategicMerge(out[at], item) as { name?: string };
+      else out.push(item);
+    }
+    return out;
+  }
+  if (patch === null || typeof patch !== "object") return patch;
+  const out: Record<string, unknown> = target !== null && typeof target === "object" ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = strategicMerge(out[k], v);
+  }
+  return out;
+}
+
+/** A JSON merge patch (RFC 7386): maps merged, null deletes, arrays replaced whole. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch;
+  const out: Record<string, unknown> =
+    target !== null && typeof target === "object" && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = mergePatch(out[k], v);
+  }
+  return out;
+}
+
+/**
+ * The API server's handling of PATCH pods/<name>/resize: of the patched pod only the containers'
+ * resources and resizePolicy are kept (other changes are dropped, as its resize strategy does), then
+ * the resize validation; the field errors read as Kubernetes writes them.
+ */
+function resizePod(p: FakePod, contentType: string | undefined, patch: unknown): { code: number; errors?: string[] } {
+  const merge =
+    contentType === "application/strategic-merge-patch+json"
+      ? strategicMerge
+      : contentType === "application/merge-patch+json"
+        ? mergePatch
+        : undefined;
+  if (!merge) return { code: 415 };
+  const patched = merge({ spec: { containers: clone(p.containers) } }, patch) as { spec?: { containers?: Partial<FakeContainer>[] } };
+  const next = patched.spec?.containers ?? [];
+  const errors: string[] = [];
+  if (next.length !== p.containers.length || next.some((c, i) => c.name !== p.containers[i]?.name)) {
+    return { code: 422, errors: ["spec.containers: Forbidden: containers may not be renamed or reordered on resize"] };
+  }
+  const updated: FakeContainer[] = p.containers.map((old, i) => ({
+    ...clone(old),
+    resources: clone(next[i]?.resources ?? {}),
+    ...(next[i]?.resizePolicy !== undefined ? { resizePolicy: clone(next[i]?.resizePolicy) } : {}),
+  }));
+  updated.forEach((c, i) => {
+    const old = p.containers[i] as FakeContainer;
+    const path = `spec.containers[${i}].resources`;
+    for (const kind of ["requests", "limits"] as const) {
+      for (const r of Object.keys(old.resources[kind] ?? {})) {
+        if (c.resources[kind]?.[r] === undefined) errors.push(`${path}.${kind}: Forbidden: resource ${kind} cannot be removed`);
+      }
+    }
+    // Only cpu and memory may differ: everything else of the container must be as it was.
+    const strip = (x: FakeContainer) => {
+      const y = clone(x);
+      for (const kind of ["requests", "limits"] as const) {
+        for (const r of ["cpu", "memory"]) delete y.resources[kind]?.[r];
+      }
+      return JSON.stringify(y);
+    };
+    if (strip(c) !== strip(old)) errors.push("spec: Forbidden: only cpu and memory resources are mutable");
+    const request = c.resources.requests?.cpu;
+    const limit = c.resources.limits?.cpu;
+    if (request !== undefined && limit !== undefined && milli(request) > milli(limit)) {
+      errors.push(`${path}.requests: Invalid value: "${request}": must be less than or equal to cpu limit of ${limit}`);
+    }
+  });
+  const qos = qosClass(updated);
+  if (qos !== qosClass(p.containers)) errors.push(`spec: Invalid value: "${qos}": Pod QOS Class may not change as a result of resizing`);
+  if (errors.length > 0) return { code: 422, errors: [...new Set(errors)] };
+  if (JSON.stringify(updated) !== JSON.stringify(p.containers)) {
+    p.containers = updated;
+    p.generation++;
+    setTimeout(() => kubeletSync(p), kubelet.syncDelayMs);
+  }
+  return { code: 200 };
+}
+
 /** Answers one request; returns true once it has (every path answers exactly once). */
 function handle(req: IncomingMessage, body: string, res: ServerResponse): true {
   const url = new URL(req.url ?? "/", "http://stand-in");
@@ -104,6 +397,11 @@ function handle(req: IncomingMessage, body: string, res: ServerResponse): true {
   };
   const status = (code: number, reason: string, message: string) =>
     send(code, { kind: "Status", apiVersion: "v1", status: "Failure", reason, message, code });
+  const podList = (items: FakePod[]) => send(200, { kind: "PodList", apiVersion: "v1", items: items.map(podObject) });
+  const fieldSelector = (key: string) => {
+    const f = url.searchParams.get("fieldSelector");
+    return f?.startsWith(`${key}=`) ? f.slice(key.length + 1) : undefined;
+  };
 
   let m = url.pathname.match(/^\/apis\/apps\/v1\/namespaces\/infergrid\/(deployments|statefulsets)\/([^/]+)\/scale$/);
   if (m) {
@@ -128,23 +426,44 @@ function handle(req: IncomingMessage, body: string, res: ServerResponse): true {
   }
   if (req.method === "GET" && url.pathname === "/api/v1/namespaces/infergrid/pods") {
     const w = [...workloads.values()].find((x) => x.selector("deployments") === url.searchParams.get("labelSelector"));
+    const name = fieldSelector("metadata.name");
+    return podList((w?.pods ?? []).filter((p) => name === undefined || p.name === name));
+  }
+  if (req.method === "GET" && url.pathname === "/api/v1/pods") {
+    const node = fieldSelector("spec.nodeName");
+    return podList(allPods().filter((p) => node === undefined || p.nodeName === node));
+  }
+  m = url.pathname.match(/^\/api\/v1\/nodes\/([^/]+)$/);
+  if (m && req.method === "GET") {
+    const node = nodes.get(m[1] as string);
+    if (!node) return status(404, "NotFound", `nodes "${m[1]}" not found`);
     return send(200, {
-      kind: "PodList",
+      kind: "Node",
       apiVersion: "v1",
-      items: (w?.pods ?? []).map((p) => ({
-        metadata: { name: p.name, namespace: "infergrid", annotations: p.annotations },
-        status: { phase: "Running", conditions: [{ type: "Ready", status: p.ready ? "True" : "False" }] },
-      })),
+      metadata: { name: m[1] },
+      status: { capacity: { cpu: node.allocatableCpu }, allocatable: { cpu: node.allocatableCpu } },
     });
   }
-  m = url.pathname.match(/^\/api\/v1\/namespaces\/infergrid\/pods\/([^/]+)$/);
-  if (m && req.method === "PATCH") {
-    const pod = [...workloads.values()].flatMap((w) => w.pods).find((p) => p.name === m?.[1]);
+  m = url.pathname.match(/^\/api\/v1\/namespaces\/infergrid\/pods\/([^/]+)(\/resize)?$/);
+  if (m) {
+    const pod = allPods().find((p) => p.namespace === "infergrid" && p.name === m?.[1]);
     if (!pod) return status(404, "NotFound", `pods "${m[1]}" not found`);
-    if (req.headers["content-type"] !== "application/merge-patch+json") return status(415, "UnsupportedMediaType", "wrong patch type");
-    const patch = parsed as { metadata?: { annotations?: Record<string, string> } };
-    Object.assign(pod.annotations, patch.metadata?.annotations ?? {});
-    return send(200, { metadata: { name: pod.name, annotations: pod.annotations } });
+    if (req.method === "GET") return send(200, podObject(pod));
+    if (req.method === "PATCH" && m[2] === "/resize") {
+      const out = resizePod(pod, req.headers["content-type"], parsed);
+      if (out.code === 415) return status(415, "UnsupportedMediaType", `the body of the request was in an unknown format`);
+      if (out.errors) {
+        const list = out.errors.length === 1 ? out.errors[0] : `[${out.errors.join(", ")}]`;
+        return status(422, "Invalid", `Pod "${pod.name}" is invalid: ${list}`);
+      }
+      return send(200, podObject(pod));
+    }
+    if (req.method === "PATCH") {
+      if (req.headers["content-type"] !== "application/merge-patch+json") return status(415, "UnsupportedMediaType", "wrong patch type");
+      const patch = parsed as { metadata?: { annotations?: Record<string, string> } };
+      Object.assign(pod.annotations, patch.metadata?.annotations ?? {});
+      return send(200, { metadata: { name: pod.name, annotations: pod.annotations } });
+    }
   }
   return status(404, "NotFound", `no route for ${req.method} ${url.pathname}`);
 }
@@ -179,11 +498,18 @@ afterAll(() => {
 });
 
 beforeEach(() => {
+  // Each describe sets up the workloads it uses.
+  for (const name of workloads.keys()) if (name !== standIn.name) workloads.delete(name);
   standIn.reset(3);
+  nodes.clear();
+  nodes.set("node-a", { allocatableCpu: "8" });
+  foreignPods.length = 0;
+  kubelet.syncDelayMs = 5;
+  kubelet.actuateMs = 10;
 });
 
-function actuator(workload = "deployment/backend"): KubernetesActuator {
-  return new KubernetesActuator({ namespace: "infergrid", workload, kubeConfig });
+function actuator(workload = "deployment/backend", options: Partial<KubernetesActuatorOptions> = {}): KubernetesActuator {
+  return new KubernetesActuator({ namespace: "infergrid", workload, kubeConfig, ...options });
 }
 
 describe("KubernetesActuator (against a local HTTP stand-in for the API server)", () => {
@@ -334,5 +660,258 @@ describe("TypedPools over one Deployment per instance type (same stand-in)", () 
     expect(patched.sort()).toEqual([...idle].sort());
     expect(g4dn.pods.map((x) => x.name)).not.toContain(idle[0]);
     expect(r5n.pods.map((x) => x.name)).not.toContain(idle[1]);
+  });
+});
+
+/** The rejection of a promise that must reject. */
+async function failure(p: Promise<unknown>): Promise<ResizeError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof ResizeError)) throw new Error(`expected a ResizeError, got ${String(err)}`);
+  return err;
+}
+
+describe("KubernetesActuator.resize: in-place pod resize through the resize subresource (same stand-in)", () => {
+  const pod = (i: number) => standIn.pods[i] as FakePod;
+  const backendOf = (p: FakePod) => p.containers.find((c) => c.name === "backend") as FakeContainer;
+  const resizes = () => requests.filter((r) => r.method === "PATCH" && r.path.endsWith("/resize"));
+  /** What the backends were told, and the stand-in pod's applied CPU limit at that moment. */
+  const told: { memberId: string; address: string; cores: number; maxBatch?: number; appliedThen: string | undefined }[] = [];
+  const tellBackend: BackendResizer = async (t) => {
+    const p = standIn.pods.find((x) => x.name === t.memberId);
+    told.push({ ...t, appliedThen: p?.actual.backend?.limits?.cpu });
+    return { cores: t.cores, maxBatch: t.maxBatch ?? 1, resizeMs: 7 };
+  };
+  beforeEach(() => {
+    told.length = 0;
+  });
+
+  it("patches the container's CPU request and limit, waits for the kubelet to apply them, then tells the backend", async () => {
+    const name = pod(1).name;
+    const result = await actuator("deployment/backend", { tellBackend }).resize(name, 4, 8);
+    expect(result).toMatchObject({ memberId: name, cores: 4, maxBatch: 8, modelResizeMs: 7 });
+    expect(result.elapsedMs).toBeGreaterThan(0);
+    expect(resizes()).toHaveLength(1);
+    expect(resizes()[0]).toMatchObject({
+      path: `/api/v1/namespaces/infergrid/pods/${name}/resize`,
+      contentType: "application/strategic-merge-patch+json",
+      authorization: "Bearer sa-token-123",
+      body: { spec: { containers: [{ name: "backend", resources: { requests: { cpu: "4" }, limits: { cpu: "4" } } }] } },
+    });
+    // Applied by the kubelet, memory untouched, no restart (resizePolicy cpu: NotRequired).
+    expect(pod(1).actual.backend).toEqual({ requests: { cpu: "4", memory: "512Mi" }, limits: { cpu: "4", memory: "1Gi" } });
+    expect(pod(1).restartCount).toBe(0);
+    // The backend heard of it only once the pod had its new limit.
+    expect(told).toEqual([{ memberId: name, address: "127.0.0.1:50051", cores: 4, maxBatch: 8, appliedThen: "4" }]);
+    const members = await actuator().members();
+    expect(members.find((m) => m.id === name)?.cores).toBe(4);
+    expect(members.filter((m) => m.id !== name).map((m) => m.cores)).toEqual([1, 1]);
+
+    // And back to one core; asking again for the size it has writes nothing.
+    expect((await actuator().resize(name, 1)).cores).toBe(1);
+    expect(pod(1).actual.backend?.limits?.cpu).toBe("1");
+    requests.length = 0;
+    expect((await actuator().resize(name, 1)).cores).toBe(1);
+    expect(resizes()).toHaveLength(0);
+  });
+
+  it("refuses a resize beyond the node's allocatable CPU less the other pods' requests, writing nothing", async () => {
+    // node-a: 8 allocatable; a system pod requests 2, the two other backends 1 each: 4 left for this one.
+    foreignPods.push(
+      newPod("logging-agent", "kube-system", {}, "node-a", [{ name: "agent", image: "x", resources: { requests: { cpu: "2" } } }]),
+    );
+    const name = pod(0).name;
+    const err = await failure(actuator().resize(name, 5));
+    expect(err.reason).toBe("capacity");
+    expect(err.message).toBe(
+      `resizing pod ${name} to 5 cores: node node-a has 4 cores free for it (8 allocatable, its other pods request 4)`,
+    );
+    const beyond = await failure(actuator().resize(name, 9));
+    expect(beyond.message).toMatch(/beyond node node-a's 8 allocatable cores/);
+    expect(resizes()).toHaveLength(0);
+    expect(requests.some((r) => r.path === "/api/v1/nodes/node-a")).toBe(true);
+    expect(requests.some((r) => r.path === "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a")).toBe(true);
+    expect((await actuator().resize(name, 4)).cores).toBe(4);
+  });
+
+  it("with a configured node limit, bounds by it without reading the node", async () => {
+    const err = await failure(actuator("deployment/backend", { nodeCores: 2 }).resize(pod(0).name, 3));
+    expect(err).toMatchObject({ reason: "capacity", message: expect.stringMatching(/beyond the node limit of 2 cores$/) });
+    expect(requests.some((r) => r.path.startsWith("/api/v1/nodes") || r.path.startsWith("/api/v1/pods"))).toBe(false);
+    expect(resizes()).toHaveLength(0);
+  });
+
+  it("a resize the kubelet finds Infeasible is undone and never reaches the backend", async () => {
+    // A configured limit above what the node really has: the kubelet is the one to refuse.
+    const name = pod(0).name;
+    const err = await failure(actuator("deployment/backend", { nodeCores: 16, tellBackend }).resize(name, 12));
+    expect(err.reason).toBe("infeasible");
+    expect(err.message).toBe(
+      `resizing pod ${name} to 12 cores: the kubelet found it infeasible (Node didn't have enough capacity: cpu, requested: 12000, capacity: 8000); undone (CPU back at 1)`,
+    );
+    expect(told).toEqual([]);
+    expect(resizes().map((r) => r.body)).toEqual([
+      { spec: { containers: [{ name: "backend", resources: { requests: { cpu: "12" }, limits: { cpu: "12" } } }] } },
+      { spec: { containers: [{ name: "backend", resources: { requests: { cpu: "1" }, limits: { cpu: "1" } } }] } },
+    ]);
+    expect(backendOf(pod(0)).resources.limits?.cpu).toBe("1");
+    await sleep(50);
+    expect(pod(0).resizeConditions).toEqual([]);
+    expect(pod(0).actual.backend?.limits?.cpu).toBe("1");
+  });
+
+  it("a resize the kubelet keeps Deferred past the time allowed is undone", async () => {
+    // The configured limit allows 4, but other pods hold 6 of the node's 8 cores.
+    foreignPods.push(newPod("batch-job", "jobs", {}, "node-a", [{ name: "job", image: "x", resources: { requests: { cpu: "4" } } }]));
+    const name = pod(0).name;
+    const err = await failure(actuator("deployment/backend", { nodeCores: 4, resizeTimeoutMs: 200, tellBackend }).resize(name, 4));
+    expect(err.reason).toBe("timeout");
+    expect(err.message).toBe(
+      `resizing pod ${name} to 4 cores: deferred (Node didn't have enough resource: cpu, requested: 4000, used: 6000, capacity: 8000) after 200 ms; undone (CPU back at 1)`,
+    );
+    expect(told).toEqual([]);
+    expect(backendOf(pod(0)).resources.requests?.cpu).toBe("1");
+  });
+
+  it("a pod's own refused change surfaces the API server's reason (the QoS class may not change)", async () => {
+    // Burstable only through its CPU (memory request = limit): CPU request = limit would make it Guaranteed.
+    standIn.template = () => [
+      {
+        ...backendContainer(),
+        resources: { requests: { cpu: "500m", memory: "1Gi" }, limits: { cpu: "1", memory: "1Gi" } },
+      },
+    ];
+    standIn.setReplicas(4);
+    const name = pod(3).name;
+    await expect(actuator().resize(name, 2)).rejects.toThrow(
+      `resizing pod ${name} to 2 cores: the Kubernetes API answered 422: Pod "${name}" is invalid: spec: Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing`,
+    );
+    expect(backendOf(pod(3)).resources.limits?.cpu).toBe("1");
+  });
+
+  it("the stand-in's resize subresource takes only cpu and memory changes, as the API server does", async () => {
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const name = pod(0).name;
+    const patch = (body: unknown, strategy: PatchStrategy = PatchStrategy.StrategicMergePatch) =>
+      core.patchNamespacedPodResize({ name, namespace: "infergrid", body }, setHeaderOptions("Content-Type", strategy)).then(
+        () => "ok",
+        (e: unknown) => (e instanceof ApiException ? `${e.code} ${JSON.parse(e.body as string).message}` : String(e)),
+      );
+    const container = (resources: unknown) => ({ spec: { containers: [{ name: "backend", resources }] } });
+    expect(await patch(container({ limits: { "ephemeral-storage": "1Gi" } }))).toBe(
+      `422 Pod "${name}" is invalid: spec: Forbidden: only cpu and memory resources are mutable`,
+    );
+    expect(await patch(container({ requests: { memory: null } }))).toMatch(
+      `422 Pod "${name}" is invalid: [spec.containers[0].resources.requests: Forbidden: resource requests cannot be removed`,
+    );
+    expect(await patch(container({ requests: { cpu: "3" } }))).toBe(
+      `422 Pod "${name}" is invalid: spec.containers[0].resources.requests: Invalid value: "3": must be less than or equal to cpu limit of 1`,
+    );
+    // A JSON merge patch replaces the whole list: the container's resizePolicy goes with it.
+    expect(await patch(container({ requests: { cpu: "1" }, limits: { cpu: "1" } }), PatchStrategy.MergePatch)).toMatch(
+      /^422 .*(only cpu and memory resources are mutable|cannot be removed)/,
+    );
+    expect(await patch({ spec: { containers: [{ name: "sidecar" }] } })).toBe(
+      `422 Pod "${name}" is invalid: spec.containers: Forbidden: containers may not be renamed or reordered on resize`,
+    );
+    // Changes outside the resources are dropped, not applied.
+    expect(await patch({ spec: { containers: [{ name: "backend", image: "evil" }] } })).toBe("ok");
+    expect(backendOf(pod(0)).image).toBe("infergrid-backend-worker");
+    expect(pod(0).generation).toBe(1);
+  });
+
+  it("honours the resize policy: the stand-in's kubelet restarts a RestartContainer container; the actuator refuses to resize one", async () => {
+    standIn.template = () => [{ ...backendContainer(), resizePolicy: [{ resourceName: "cpu", restartPolicy: "RestartContainer" }] }];
+    standIn.setReplicas(4);
+    const name = pod(3).name;
+    const err = await failure(actuator().resize(name, 2));
+    expect(err.reason).toBe("restarts");
+    expect(err.message).toMatch(/resizePolicy cpu: RestartContainer/);
+    expect(resizes()).toHaveLength(0);
+
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    await core.patchNamespacedPodResize(
+      {
+        name,
+        namespace: "infergrid",
+        body: { spec: { containers: [{ name: "backend", resources: { requests: { cpu: "2" }, limits: { cpu: "2" } } }] } },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
+    );
+    await sleep(60);
+    expect(pod(3).actual.backend?.limits?.cpu).toBe("2");
+    expect(pod(3).restartCount).toBe(1);
+  });
+
+  it("a pod that is gone, or goes while the kubelet applies the resize, is a clear error", async () => {
+    const gone = await failure(actuator().resize("backend-7d9f-zz", 2));
+    expect(gone).toMatchObject({
+      reason: "gone",
+      message: "resizing pod backend-7d9f-zz to 2 cores: no such pod in deployment/backend (gone?)",
+    });
+
+    kubelet.syncDelayMs = 300;
+    const name = pod(2).name;
+    const resizing = failure(actuator("deployment/backend", { tellBackend }).resize(name, 2));
+    for (let i = 0; i < 200 && resizes().length === 0; i++) await sleep(5);
+    standIn.remove(name);
+    const err = await resizing;
+    expect(err).toMatchObject({ reason: "gone", message: `resizing pod ${name} to 2 cores: the pod is gone` });
+    expect(told).toEqual([]);
+  });
+
+  it("a backend that does not take its new size is reported, the pod keeping it", async () => {
+    const name = pod(0).name;
+    const err = await failure(
+      actuator("deployment/backend", {
+        backendPort: 7001,
+        tellBackend: async () => {
+          throw new Error("16 UNAUTHENTICATED: wrong control token");
+        },
+      }).resize(name, 2),
+    );
+    expect(err).toMatchObject({
+      reason: "backend",
+      message: `resizing pod ${name} to 2 cores: the pod has 2 cores, but its backend at 127.0.0.1:7001 did not take them: 16 UNAUTHENTICATED: wrong control token`,
+    });
+    expect(pod(0).actual.backend?.limits?.cpu).toBe("2");
+  });
+
+  it("refuses bad sizes before calling anything", async () => {
+    const name = pod(0).name;
+    await expect(actuator().resize(name, 0)).rejects.toThrow(/cores must be a positive integer, got 0/);
+    await expect(actuator().resize(name, 1.5)).rejects.toThrow(RangeError);
+    await expect(actuator().resize(name, 2, 0)).rejects.toThrow(/maxBatch must be a positive integer, got 0/);
+    expect(requests).toHaveLength(0);
+  });
+});
+
+describe("TypedPools.resize over one Deployment per instance type (same stand-in)", () => {
+  const g4dn = new StandIn("backend-g4dn");
+  const r5n = new StandIn("backend-r5n");
+  beforeEach(() => {
+    workloads.set(g4dn.name, g4dn);
+    workloads.set(r5n.name, r5n);
+    g4dn.reset(1);
+    r5n.reset(1);
+    r5n.nodeName = "node-b";
+    nodes.set("node-b", { allocatableCpu: "2" });
+    r5n.reset(1);
+  });
+
+  it("resizes through the pool that holds the pod, bounded by that pod's node", async () => {
+    const pools = new TypedPools([
+      { instanceType: "g4dn.xlarge", actuator: actuator("deployment/backend-g4dn") },
+      { instanceType: "r5n.large", actuator: actuator("deployment/backend-r5n") },
+    ]);
+    const small = r5n.pods[0]!.name;
+    expect((await pools.resize(small, 2)).cores).toBe(2);
+    expect(r5n.pods[0]!.actual.backend?.limits?.cpu).toBe("2");
+    await expect(pools.resize(small, 3)).rejects.toThrow(/beyond node node-b's 2 allocatable cores/);
+    const big = g4dn.pods[0]!.name;
+    expect((await pools.resize(big, 3)).cores).toBe(3);
+    await expect(pools.resize("backend-elsewhere-0", 2)).rejects.toThrow(/no pool of g4dn.xlarge, r5n.large holds it/);
   });
 });

@@ -1,8 +1,19 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
-import { checkSize, type PoolActuator, type PoolMember, type ScaleOptions } from "./actuator.js";
+import {
+  type BackendResizer,
+  checkBatch,
+  checkCores,
+  checkSize,
+  type PoolActuator,
+  type PoolMember,
+  ResizeError,
+  type ResizeResult,
+  type ScaleOptions,
+} from "./actuator.js";
 
 export interface LocalActuatorOptions {
   /** Path of the backend-worker's compiled entry (services/backend-worker/dist/main.js). */
@@ -19,6 +30,13 @@ export interface LocalActuatorOptions {
   nodePath?: string;
   /** Lines a backend prints, for the caller's log (default: dropped). */
   onLine?: (id: string, line: string) => void;
+  /** The most cores one backend may be given (this machine's share for one backend); default: no bound here (the backend's own). */
+  nodeCores?: number;
+  /**
+   * How a backend is told its new size. It is given the pool's control token (made at start, passed to every
+   * backend as INFERGRID_CONTROL_TOKEN, never printed) and returns the resizer to use.
+   */
+  backendResizer?: (controlToken: string) => BackendResizer;
 }
 
 interface Child {
@@ -27,6 +45,10 @@ interface Child {
   ready: boolean;
   terminating: boolean;
   exited: Promise<void>;
+  /** From its ready line. */
+  grpcAddress?: string;
+  /** What it last confirmed (its ready line, then its Resize replies). */
+  cores?: number;
 }
 
 /**
@@ -40,15 +62,50 @@ export class LocalProcessActuator implements PoolActuator {
   private desired = 0;
   /** scaleTo calls run one after another, so two never race on the same children. */
   private queue: Promise<void> = Promise.resolve();
+  /** The secret a Resize call must carry; only this process and the backends it starts know it. */
+  private readonly controlToken = randomBytes(32).toString("base64url");
+  private readonly resizer: BackendResizer | undefined;
 
-  constructor(private readonly options: LocalActuatorOptions) {}
+  constructor(private readonly options: LocalActuatorOptions) {
+    this.resizer = options.backendResizer?.(this.controlToken);
+  }
 
   async currentSize(): Promise<number> {
     return this.desired;
   }
 
   async members(): Promise<PoolMember[]> {
-    return [...this.children.values()].map((c) => ({ id: c.id, ready: c.ready, terminating: c.terminating }));
+    return [...this.children.values()].map((c) => ({
+      id: c.id,
+      ready: c.ready,
+      terminating: c.terminating,
+      ...(c.cores !== undefined ? { cores: c.cores } : {}),
+    }));
+  }
+
+  /**
+   * Resizes a running backend in place through its Resize RPC (with the pool's control token): its model's
+   * threads change for the next batch on; the process is not restarted.
+   */
+  async resize(memberId: string, cores: number, maxBatch?: number): Promise<ResizeResult> {
+    checkCores(cores);
+    checkBatch(maxBatch);
+    const started = performance.now();
+    const what = `resizing backend ${memberId} to ${cores} cores`;
+    const child = this.children.get(memberId);
+    if (!child || child.terminating) throw new ResizeError(`${what}: no such backend in this pool (gone?)`, "gone");
+    const limit = this.options.nodeCores;
+    if (limit !== undefined && cores > limit) throw new ResizeError(`${what}: beyond the node limit of ${limit} cores`, "capacity");
+    if (!this.resizer) throw new ResizeError(`${what}: this pool has no way to tell its backends a size (backendResizer)`, "backend");
+    if (!child.ready || child.grpcAddress === undefined) throw new ResizeError(`${what}: it is not ready yet`, "backend");
+    let told: Awaited<ReturnType<BackendResizer>>;
+    try {
+      told = await this.resizer({ memberId, address: child.grpcAddress, cores, ...(maxBatch !== undefined ? { maxBatch } : {}) });
+    } catch (err) {
+      throw new ResizeError(`${what}: ${err instanceof Error ? err.message : String(err)}`, "backend", { cause: err });
+    }
+    child.cores = told.cores;
+    return { memberId, cores: told.cores, maxBatch: told.maxBatch, modelResizeMs: told.resizeMs, elapsedMs: performance.now() - started };
   }
 
   async scaleTo(n: number, options: ScaleOptions = {}): Promise<void> {
@@ -106,6 +163,7 @@ export class LocalProcessActuator implements PoolActuator {
         ...this.options.env,
         ...(this.options.instanceType !== undefined ? { INFERGRID_INSTANCE_TYPE: this.options.instanceType } : {}),
         INFERGRID_ID: id,
+        INFERGRID_CONTROL_TOKEN: this.controlToken,
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -121,7 +179,10 @@ export class LocalProcessActuator implements PoolActuator {
     const child: Child = { id, process: proc, ready: false, terminating: false, exited };
     const onLine = (line: string) => {
       // The ready line is JSON with event "ready" (libs/runtime announceReady).
-      if (!child.ready && line.includes('"event":"ready"')) child.ready = true;
+      if (!child.ready && line.includes('"event":"ready"')) {
+        child.ready = true;
+        Object.assign(child, readyFields(line));
+      }
       this.options.onLine?.(id, line);
     };
     if (proc.stdout) createInterface({ input: proc.stdout }).on("line", onLine);
@@ -138,5 +199,18 @@ export class LocalProcessActuator implements PoolActuator {
       child.process.kill("SIGKILL");
       await child.exited;
     }
+  }
+}
+
+/** The ready line's gRPC address and cores, when it has them. */
+function readyFields(line: string): { grpcAddress?: string; cores?: number } {
+  try {
+    const ready = JSON.parse(line) as { grpcAddress?: unknown; cores?: unknown };
+    return {
+      ...(typeof ready.grpcAddress === "string" ? { grpcAddress: ready.grpcAddress } : {}),
+      ...(typeof ready.cores === "number" ? { cores: ready.cores } : {}),
+    };
+  } catch {
+    return {};
   }
 }

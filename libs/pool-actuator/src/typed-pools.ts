@@ -1,4 +1,4 @@
-import { checkSize, type PoolActuator, type PoolMember, type ScaleOptions } from "./actuator.js";
+import { checkSize, type PoolActuator, type PoolMember, ResizeError, type ResizeResult, type ScaleOptions } from "./actuator.js";
 
 /** One instance type's pool: its own workload (or process group) of backends of that type. */
 export interface TypedPool {
@@ -138,6 +138,17 @@ export class TypedPools implements PoolActuator {
     );
     const changed = new Map([...split].filter(([type, size]) => size !== sizes.get(type)));
     await this.scaleTypesTo(changed, options);
+  }
+
+  /** Resizes a member in place through the pool of its type (the only one that holds it). */
+  async resize(memberId: string, cores: number, maxBatch?: number): Promise<ResizeResult> {
+    for (const [type, members] of await this.membersByType()) {
+      if (members.some((m) => m.id === memberId)) {
+        const pool = this.pools.find((p) => p.instanceType === type) as TypedPool;
+        return pool.actuator.resize(memberId, cores, maxBatch);
+      }
+    }
+    throw new ResizeError(`resizing ${memberId}: no pool of ${this.types().join(", ")} holds it (gone?)`, "gone");
   }
 
   async close(): Promise<void> {
