@@ -3,6 +3,7 @@ import { planHorizontal } from "./horizontal-scaling.js";
 import { type QueueRate, resolvePlanOptions } from "./stage-config.js";
 import {
   allocationCarries,
+  HORIZONTAL_ONLY,
   horizontalOnlyPolicy,
   INFERGRID_THEMIS,
   infergridPolicy,
@@ -14,6 +15,7 @@ import {
   THEMIS_PUBLISHED,
   type TickDecision,
   type TickInput,
+  VERTICAL_ONLY,
   verticalOnlyPolicy,
   type WarmBackend,
 } from "./transition.js";
@@ -138,11 +140,12 @@ describe("Themis's transition rule", () => {
     }
   });
 
-  it("starts the horizontal capacity during the surge when the forecast says it stays (infergrid), after K ticks as published", () => {
+  it("starts the horizontal capacity during a surge the forecast says stays when asked to, else after K stable ticks", () => {
     const rates = [...repeat(20, 10), ...repeat(120, 40)];
     const warm = Array.from({ length: needPublished(20) }, (_, i) => ({ id: `w${i}`, cores: 1, batch: 1 }));
     const firstStart = (policy: ScalingPolicy) => run(policy, rates, { warm }).find((x) => x.decision.start.length > 0)?.t ?? -1;
-    expect(firstStart(infergridPolicy())).toBe(10);
+    expect(firstStart(infergridPolicy({ startHorizontalInSurge: true }))).toBe(10);
+    expect(firstStart(infergridPolicy())).toBeGreaterThanOrEqual(10 + INFERGRID_THEMIS.stableTicks);
     expect(firstStart(publishedThemisPolicy())).toBeGreaterThanOrEqual(10 + THEMIS_PUBLISHED.stableTicks);
   });
 
@@ -205,13 +208,15 @@ describe("Themis's transition rule", () => {
     expect(published?.decision.start.every((s) => s.cores === 4)).toBe(true);
   });
 
-  it("removes surplus replicas only after the scale-down delay, down to what the forecast peak needs", () => {
+  it("removes surplus replicas only once the held peak has passed (infergrid) or at the next horizontal step (published)", () => {
     const rates = [...repeat(120, 60), ...repeat(20, 80)];
     const warm = Array.from({ length: need(120) }, (_, i) => ({ id: `w${i}`, cores: 1, batch: 1 }));
     const ticks = run(infergridPolicy(), rates, { warm });
     const firstRemove = ticks.find((k) => k.decision.remove.length > 0);
     expect(firstRemove).toBeDefined();
-    expect((firstRemove?.t ?? 0) - 60).toBeGreaterThanOrEqual(INFERGRID_THEMIS.scaleDownDelayMs / TICK_MS);
+    // The forecast here is the current rate: 120/s stays in the held peaks for peakHoldTicks ticks after the drop.
+    expect((firstRemove?.t ?? 0) - 60).toBeGreaterThanOrEqual(INFERGRID_THEMIS.peakHoldTicks - 1);
+    expect((firstRemove?.t ?? 0) - 60).toBeLessThanOrEqual(INFERGRID_THEMIS.peakHoldTicks + INFERGRID_THEMIS.scaleDownDelayMs / TICK_MS);
     expect(ticks.at(-1)?.after.length).toBe(need(20));
     const published = run(publishedThemisPolicy(), rates, {
       warm: Array.from({ length: needPublished(120) }, (_, i) => ({ id: `w${i}`, cores: 1, batch: 1 })),
@@ -221,6 +226,20 @@ describe("Themis's transition rule", () => {
     expect(pubRemove?.t).toBeGreaterThanOrEqual(60);
     expect(pubRemove?.t).toBeLessThanOrEqual(60 + THEMIS_PUBLISHED.stableTicks + 1);
     expect(published.at(-1)?.after.length).toBe(needPublished(20));
+  });
+
+  it("absorbs a short surge with cores alone and is back at 1 core once the held peak passes (infergrid)", () => {
+    const rates = [...repeat(20, 30), ...repeat(120, 5), ...repeat(20, 40)];
+    const warm = Array.from({ length: need(20) }, (_, i) => ({ id: `w${i}`, cores: 1, batch: 1 }));
+    const ticks = run(infergridPolicy(), rates, { warm });
+    for (const k of ticks) expect(k.decision.start, `tick ${k.t}`).toEqual([]);
+    const shrink = shrinks(ticks);
+    expect(shrink.length).toBe(1);
+    expect(shrink[0]?.t).toBeLessThanOrEqual(35 + INFERGRID_THEMIS.peakHoldTicks);
+    expect(ticks.at(-1)?.after.every((w) => w.cores === 1)).toBe(true);
+    // It spends fewer core-seconds than horizontal-only, which starts replicas that warm after the surge.
+    const coreSeconds = (xs: Tick[]) => xs.reduce((a, k) => a + coresOf(k) + k.input.starting.length, 0);
+    expect(coreSeconds(ticks)).toBeLessThan(coreSeconds(run(horizontalOnlyPolicy(), rates, { warm })));
   });
 
   it("starts replicas for the forecast peak when nothing is warm", () => {
@@ -249,6 +268,15 @@ describe("baselines over the same interface", () => {
     expect(ticks.at(-1)?.after.length).toBe(need(120));
   });
 
+  it("horizontal-only removes replicas only after its scale-down delay", () => {
+    const rates = [...repeat(120, 20), ...repeat(20, 60)];
+    const warm = Array.from({ length: need(120) }, (_, i) => ({ id: `w${i}`, cores: 1, batch: 1 }));
+    const ticks = run(horizontalOnlyPolicy(), rates, { warm });
+    const first = ticks.find((k) => k.decision.remove.length > 0);
+    expect((first?.t ?? 0) - 20).toBe(HORIZONTAL_ONLY.scaleDownDelayMs / TICK_MS);
+    expect(ticks.at(-1)?.after.length).toBe(need(20));
+  });
+
   it("vertical-only never starts or removes a backend; cores go up at once and down only after the delay", () => {
     const rates = [...repeat(20, 10), ...repeat(120, 20), ...repeat(20, 60)];
     const ticks = run(verticalOnlyPolicy(), rates);
@@ -259,7 +287,7 @@ describe("baselines over the same interface", () => {
     expect(coresOf(ticks[10] as Tick)).toBeGreaterThan(coresOf(ticks[9] as Tick));
     const down = shrinks(ticks);
     expect(down.length).toBeGreaterThan(0);
-    expect((down[0]?.t ?? 0) - 30).toBeGreaterThanOrEqual(INFERGRID_THEMIS.scaleDownDelayMs / TICK_MS);
+    expect((down[0]?.t ?? 0) - 30).toBe(VERTICAL_ONLY.scaleDownDelayMs / TICK_MS);
   });
 
   it("are all reachable by name", () => {

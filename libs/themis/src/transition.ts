@@ -95,6 +95,8 @@ export interface TransitionState {
   /** Vertical-only: since when fewer cores would do, and the most cores needed since then. */
   shrinkSinceMs: number | null;
   shrinkCores: number;
+  /** The last forecast peaks (max of rate and forecast), newest last, as many as `peakHoldTicks`. */
+  recentPeaks: number[];
 }
 
 export type PolicyName = "infergrid" | "themis" | "horizontal-only" | "vertical-only";
@@ -133,6 +135,17 @@ export interface ThemisOptions {
    * whenever it applies Algorithm 2, so it acts at most every K + 1 ticks).
    */
   restartCountAfterStep: boolean;
+  /**
+   * Plan for the highest forecast peak of the last this-many ticks (1: this tick's only), so that a load that
+   * oscillates faster than the forecast follows it still has one horizontal configuration.
+   */
+  peakHoldTicks: number;
+  /**
+   * Shrink the resized backends to 1 core as soon as that many 1-core backends carry the held peak, without
+   * waiting for K stable ticks: the capacity is warm and covers the recent peaks (starting replicas for the move
+   * still waits for K stable ticks).
+   */
+  shrinkWhenWarmCarries: boolean;
 }
 
 export type Stability = "now-equals-peak" | "peak-unchanged";
@@ -154,20 +167,24 @@ export const THEMIS_PUBLISHED: Readonly<ThemisOptions> = Object.freeze({
   stability: "now-equals-peak",
   removeOnlyWhenStable: true,
   restartCountAfterStep: true,
+  peakHoldTicks: 1,
+  shrinkWhenWarmCarries: false,
 });
 
 /** This system's default; README.md says why each differs from the paper. */
 export const INFERGRID_THEMIS: Readonly<ThemisOptions> = Object.freeze({
   stableTicks: 10,
-  scaleDownDelayMs: 30_000,
+  scaleDownDelayMs: 0,
   maxUtilization: 0.9,
   queueRate: "per-instance",
   newInstanceCores: "one",
-  startHorizontalInSurge: true,
+  startHorizontalInSurge: false,
   proactiveStart: true,
   stability: "peak-unchanged",
   removeOnlyWhenStable: false,
   restartCountAfterStep: false,
+  peakHoldTicks: 10,
+  shrinkWhenWarmCarries: true,
 });
 
 export function initialTransitionState(): TransitionState {
@@ -179,6 +196,7 @@ export function initialTransitionState(): TransitionState {
     surplusNeed: 0,
     shrinkSinceMs: null,
     shrinkCores: 0,
+    recentPeaks: [],
   };
 }
 
@@ -329,6 +347,8 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
   if (!(Number.isInteger(opts.stableTicks) && opts.stableTicks >= 1))
     throw new RangeError(`stableTicks must be an integer >= 1, got ${opts.stableTicks}`);
   if (!(opts.scaleDownDelayMs >= 0)) throw new RangeError(`scaleDownDelayMs must be >= 0, got ${opts.scaleDownDelayMs}`);
+  if (!(Number.isInteger(opts.peakHoldTicks) && opts.peakHoldTicks >= 1))
+    throw new RangeError(`peakHoldTicks must be an integer >= 1, got ${opts.peakHoldTicks}`);
   return {
     name,
     initialState: initialTransitionState,
@@ -337,11 +357,16 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
       const spec = input.service;
       const o = planOptions(input, opts.maxUtilization, opts.queueRate);
       const lambda = input.ratePerS;
-      const peak = Math.max(lambda, input.predictedPeakPerS);
+      const recentPeaks = [...state.recentPeaks, Math.max(lambda, input.predictedPeakPerS)].slice(-opts.peakHoldTicks);
+      const peak = Math.max(...recentPeaks);
       const n = input.warm.length;
       const s = input.starting.length;
       const hNow = planHorizontal({ ...o, profile: spec.profile, ratePerS: lambda });
       const hPeak = planHorizontal({ ...o, profile: spec.profile, ratePerS: peak });
+      // Replicas are started for this tick's forecast only; the held peak decides what may shrink or go, since
+      // while it passes the resized backends already hold it for less than new replicas would cost.
+      const tickPeak = recentPeaks.at(-1) ?? peak;
+      const hTick = tickPeak === peak ? hPeak : planHorizontal({ ...o, profile: spec.profile, ratePerS: tickPeak });
       const current = clampTargets(input);
 
       if (n === 0) {
@@ -353,7 +378,7 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
           remove: [],
           reason: `no warm backend: ${s} starting, ${need} needed for ${peak.toFixed(1)}/s`,
         };
-        return { state: { ...state, mode: "horizontal", stableTicks: 0, stableConfig: null }, decision };
+        return { state: { ...state, recentPeaks, mode: "horizontal", stableTicks: 0, stableConfig: null }, decision };
       }
 
       const fitted = fitBatches(current, lambda, spec.profile, o);
@@ -385,7 +410,7 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
         }
         if (fresh && forFresh > 0) why += `; ${forFresh} new backends of ${fresh.cores} cores for ${v.restPerS.toFixed(1)}/s`;
         return {
-          state: { ...state, mode: "vertical", stableTicks: 0, stableConfig: null, surplusSinceMs: null, surplusNeed: 0 },
+          state: { ...state, recentPeaks, mode: "vertical", stableTicks: 0, stableConfig: null, surplusSinceMs: null, surplusNeed: 0 },
           decision: { mode: "vertical", targets, start, remove: [], reason: why },
         };
       }
@@ -409,10 +434,11 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
       let mode: ScalingMode = targets.some((t) => t.cores > 1) ? "vertical" : "horizontal";
       let reason = "steady";
 
-      if (mode === "vertical" && stable && hPeak) {
+      const warmEnough = hPeak !== undefined && n >= hPeak.instances;
+      if (mode === "vertical" && hPeak && (stable || (opts.shrinkWhenWarmCarries && warmEnough))) {
         // Vertical -> horizontal (section 5.1.2): bring up the 1-core replicas first, shrink once they are warm.
-        const missing = hPeak.instances - n - s;
-        if (n >= hPeak.instances) {
+        const missing = (hTick?.instances ?? hPeak.instances) - n - s;
+        if (warmEnough) {
           const shrunk = fitBatches(
             targets.map((t) => ({ ...t, cores: 1, batch: hPeak.batch })),
             lambda,
@@ -422,16 +448,19 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
           if (shrunk) {
             targets = shrunk;
             mode = "horizontal";
-            reason = `stable for ${stableTicks} ticks: ${n} warm backends shrink to 1 core`;
+            reason = stable
+              ? `stable for ${stableTicks} ticks: ${n} warm backends shrink to 1 core`
+              : `${n} warm backends at 1 core carry the recent peak ${peak.toFixed(1)}/s: they shrink`;
           } else reason = `stable, but ${n} 1-core backends would not carry ${lambda.toFixed(1)}/s`;
         } else if (missing > 0) {
-          start.push(...ones(missing, hPeak.batch));
+          start.push(...ones(missing, hTick?.batch ?? hPeak.batch));
           reason = `stable for ${stableTicks} ticks: ${missing} 1-core replicas started; no shrink before they are warm`;
-        } else reason = `stable: waiting for ${s} starting replicas before shrinking`;
-      } else if (mode === "horizontal" && opts.proactiveStart && hPeak && hPeak.instances > n + s) {
-        const more = hPeak.instances - n - s;
-        start.push(...ones(more, hPeak.batch));
-        reason = `forecast ${peak.toFixed(1)}/s needs ${hPeak.instances} replicas: ${more} started`;
+        } else if (s > 0) reason = `stable: waiting for ${s} starting replicas before shrinking`;
+        else reason = `stable: the resized backends hold the recent peak of ${peak.toFixed(1)}/s`;
+      } else if (mode === "horizontal" && opts.proactiveStart && hTick && hTick.instances > n + s) {
+        const more = hTick.instances - n - s;
+        start.push(...ones(more, hTick.batch));
+        reason = `forecast ${tickPeak.toFixed(1)}/s needs ${hTick.instances} replicas: ${more} started`;
       }
 
       const onlySmall = mode === "horizontal";
@@ -448,7 +477,14 @@ export function themisPolicy(options: Partial<ThemisOptions> = {}, name: PolicyN
         reason = `${sur.remove.length} surplus replicas removed (need ${hPeak?.instances})`;
       }
       return {
-        state: { ...state, mode, stableTicks: stable && opts.restartCountAfterStep ? 0 : stableTicks, stableConfig, ...sur.state },
+        state: {
+          ...state,
+          recentPeaks,
+          mode,
+          stableTicks: stable && opts.restartCountAfterStep ? 0 : stableTicks,
+          stableConfig,
+          ...sur.state,
+        },
         decision: { mode, targets, start, remove: sur.remove, reason },
       };
     },
@@ -471,11 +507,12 @@ export interface HorizontalOnlyOptions {
   planOnPredictedPeak: boolean;
 }
 
-/** This system without vertical scaling: same capacity model, forecast and hysteresis as `INFERGRID_THEMIS`. */
+/** This system without vertical scaling: the same capacity model and forecast as `INFERGRID_THEMIS`. */
 export const HORIZONTAL_ONLY: Readonly<HorizontalOnlyOptions> = Object.freeze({
   maxUtilization: INFERGRID_THEMIS.maxUtilization,
   queueRate: INFERGRID_THEMIS.queueRate,
-  scaleDownDelayMs: INFERGRID_THEMIS.scaleDownDelayMs,
+  // Without vertical scaling a replica removed too early costs a cold start in violations, so it waits longer.
+  scaleDownDelayMs: 30_000,
   planOnPredictedPeak: true,
 });
 
@@ -523,7 +560,7 @@ export interface VerticalOnlyOptions {
 export const VERTICAL_ONLY: Readonly<VerticalOnlyOptions> = Object.freeze({
   maxUtilization: INFERGRID_THEMIS.maxUtilization,
   queueRate: INFERGRID_THEMIS.queueRate,
-  scaleDownDelayMs: INFERGRID_THEMIS.scaleDownDelayMs,
+  scaleDownDelayMs: 10_000,
 });
 
 /** Sponge extended as the paper's baseline: the instances the caller started stay; only cores and batch change. */
