@@ -132,6 +132,8 @@ export function resolveSecurity(config: SecurityConfig): ResolvedSecurity {
       };
     }
   }
+  // Checked here too, so a bad control token stops start-up before anything connects.
+  attempt(() => resolveControlToken(config));
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}`);
 
   const nats: NatsSecurity = {};
