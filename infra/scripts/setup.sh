@@ -40,4 +40,6 @@ fi
 
 log "building (protos + TypeScript)"
 pnpm run --silent build
+# The ResNet-18 ONNX model (random weights from a fixed seed) is generated here, never downloaded.
+node libs/models/dist/generate-models.js
 log "ready"

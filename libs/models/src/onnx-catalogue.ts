@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import path from "node:path";
+import { generatedResnet18, RESNET18_CLASSES, RESNET18_INPUT, RESNET18_OUTPUT, RESNET18_SEED } from "./resnet-onnx.js";
 
 export interface OnnxInputSpec {
   /** The name the model's graph gives the input. */
@@ -20,11 +21,12 @@ export interface OnnxOutputSpec {
 export interface OnnxCatalogueEntry {
   name: string;
   description: string;
-  source: { npmPackage: string; file: string };
+  /** Where the file comes from: a file shipped in an npm package, or one that setup generates here. */
+  source: { npmPackage: string; file: string } | { generatedBy: string; seed: number };
   inputs: readonly OnnxInputSpec[];
   outputs: readonly OnnxOutputSpec[];
   defaultMaxBatch: number;
-  /** Absolute path of the .onnx file in the installed package. */
+  /** Absolute path of the .onnx file; throws, saying how to make it, when a generated file is missing. */
   modelPath(): string;
 }
 
@@ -58,8 +60,26 @@ const ppocrMobileCls: OnnxCatalogueEntry = {
   modelPath: () => gutenyeAsset("ch_ppocr_mobile_v2.0_cls_infer.onnx"),
 };
 
+const resnet18: OnnxCatalogueEntry = {
+  name: "resnet18",
+  description:
+    "ResNet-18 image classifier (torchvision topology, 11.7 M parameters) with random weights: real compute for latency against batch and threads, meaningless classes",
+  source: { generatedBy: "libs/models/src/resnet-onnx.ts (npm run setup)", seed: RESNET18_SEED },
+  inputs: [
+    {
+      name: RESNET18_INPUT,
+      itemDims: [3, 224, 224],
+      description: "RGB image, channels first, 224 x 224, float32 (any finite values: the weights are random)",
+    },
+  ],
+  outputs: [{ name: RESNET18_OUTPUT, itemDims: [RESNET18_CLASSES], description: "logits over 1000 classes (random weights: no meaning)" }],
+  defaultMaxBatch: 16,
+  modelPath: () => generatedResnet18(),
+};
+
 export const onnxCatalogue: Readonly<Record<string, OnnxCatalogueEntry>> = Object.freeze({
   [ppocrMobileCls.name]: ppocrMobileCls,
+  [resnet18.name]: resnet18,
 });
 
 export function findOnnxModel(name: string): OnnxCatalogueEntry | undefined {

@@ -1,8 +1,9 @@
 import { statSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { interpretOcrCls, makeOcrClsSampleInput, OCR_CLS_OUTPUT } from "./ocr-cls.js";
 import { onnxCatalogue } from "./onnx-catalogue.js";
 import { OnnxModel } from "./onnx-model.js";
+import { ensureResnet18Onnx } from "./resnet-onnx.js";
 import { InvalidModelInputError, ModelNotFoundError, ModelNotLoadedError, type TensorValue } from "./types.js";
 
 const PLANE = 3 * 48 * 192;
@@ -153,5 +154,82 @@ describe("OnnxModel lifecycle and options", () => {
   it("rejects thread and batch settings below 1", () => {
     expect(() => new OnnxModel({ model: "ppocr-mobile-cls", intraOpThreads: 0 })).toThrow(RangeError);
     expect(() => new OnnxModel({ model: "ppocr-mobile-cls", maxBatch: 0 })).toThrow(RangeError);
+  });
+});
+
+describe("OnnxModel resnet18 (generated) resized in place", () => {
+  const image = (n: number): Record<string, TensorValue> => {
+    const data = new Float32Array(n * 3 * 224 * 224);
+    for (let i = 0; i < data.length; i++) data[i] = ((i * 7919) % 255) / 255 - 0.5;
+    return { input: { dims: [n, 3, 224, 224], data } };
+  };
+  const logits = (outputs: Record<string, TensorValue>) => outputs.logits;
+  let model: OnnxModel;
+
+  beforeAll(async () => {
+    ensureResnet18Onnx();
+    model = new OnnxModel({ model: "resnet18", intraOpThreads: 1, maxBatch: 2 });
+    await model.load();
+  });
+  afterAll(() => model.unload());
+
+  it("is in the catalogue with its generated file, and answers [N, 1000] for N = 1 and 2", async () => {
+    const entry = onnxCatalogue.resnet18;
+    expect(entry?.modelPath()).toMatch(/libs\/models\/generated\/resnet18\.onnx$/);
+    expect(entry?.inputs).toEqual([expect.objectContaining({ name: "input", itemDims: [3, 224, 224] })]);
+    const one = await model.infer(image(1));
+    expect(logits(one.outputs)?.dims).toEqual([1, 1000]);
+    const two = await model.infer(image(2));
+    expect(logits(two.outputs)?.dims).toEqual([2, 1000]);
+    // Both rows of the batch are the same image as the single run (the first 1000 values of image(2) are image(1)'s).
+    expect(Array.from(two.outputs.logits?.data ?? []).slice(0, 5)).toEqual(
+      Array.from(one.outputs.logits?.data ?? [])
+        .slice(0, 5)
+        .map((v) => expect.closeTo(v, 3)),
+    );
+    expect(one.computeMs).toBeGreaterThan(0);
+    await expect(model.infer({ input: { dims: [1, 3, 32, 32], data: new Float32Array(3 * 32 * 32) } })).rejects.toThrow(
+      /input "input": dims \[1, 3, 32, 32\], expected \[N, 3, 224, 224\]/,
+    );
+  });
+
+  it("resizes 1 -> 2 -> 1 threads in place, answering during each resize, the same logits at every size", async () => {
+    const before = Array.from((await model.infer(image(1))).outputs.logits?.data ?? []);
+    expect(model.cores).toBe(1);
+    for (const threads of [2, 1]) {
+      const resizing = model.resize(threads);
+      // The old session serves while the new one is built: this inference starts and ends during the resize.
+      const during = await model.infer(image(1));
+      expect(logits(during.outputs)?.dims).toEqual([1, 1000]);
+      expect(model.cores).toBe(threads === 2 ? 1 : 2);
+      const { resizeMs } = await resizing;
+      expect(resizeMs).toBeGreaterThan(0);
+      expect(model.cores).toBe(threads);
+      const after = Array.from((await model.infer(image(1))).outputs.logits?.data ?? []);
+      for (const [i, v] of after.entries()) expect(v).toBeCloseTo(before[i] ?? Number.NaN, 2);
+    }
+    // The replaced sessions were released once their runs ended.
+    await vi.waitFor(() => expect(model.openSessions).toBe(1));
+  });
+
+  it("keeps a run that started before the swap on the old session, then releases it", async () => {
+    const running = model.infer(image(2));
+    const { resizeMs } = await model.resize(2);
+    expect(resizeMs).toBeGreaterThan(0);
+    expect(logits((await running).outputs)?.dims).toEqual([2, 1000]);
+    await vi.waitFor(() => expect(model.openSessions).toBe(1));
+    expect(await model.resize(2)).toEqual({ resizeMs: 0 });
+    await expect(model.resize(0)).rejects.toThrow(RangeError);
+    await expect(model.resize(1.5)).rejects.toThrow(/intraOpThreads must be an integer >= 1, got 1.5/);
+  });
+
+  it("refuses a resize before load, and drops a resize that an unload overtook", async () => {
+    const other = new OnnxModel({ model: "resnet18" });
+    await expect(other.resize(2)).rejects.toThrow(ModelNotLoadedError);
+    await other.load();
+    const resizing = other.resize(2);
+    await other.unload();
+    await expect(resizing).rejects.toThrow(ModelNotLoadedError);
+    expect(other.openSessions).toBe(0);
   });
 });
