@@ -144,8 +144,9 @@ describe("the logger never prints secrets", () => {
     logger.info({ natsPass: "hunter2", token: "tok-9" }, "top level");
     logger.info({ nats: { user: "u", pass: "hunter2" } }, "nested");
     logger.info({ ctx: { config: { natsPass: "hunter2", natsToken: "tok-9" } } }, "config");
+    logger.info({ controlToken: "tok-9", config: { controlToken: "tok-9" }, ctx: { config: { controlToken: "tok-9" } } }, "control");
     const out = lines.join("");
-    expect(lines).toHaveLength(3);
+    expect(lines).toHaveLength(4);
     expect(out).not.toContain("hunter2");
     expect(out).not.toContain("tok-9");
     expect(out).toContain("[redacted]");
