@@ -19,6 +19,7 @@ import { htmlReport, markdownReport } from "./report.js";
 import { type ExperimentResult, prepareExperiment, runExperiment } from "./run-experiment.js";
 import { cutSlice, type Experiment, listScenarioFiles, loadScenario, ScenarioError, scenarioFile } from "./scenario.js";
 import type { RunResult } from "./simulate.js";
+import { runThemisCli, themisDescription } from "./themis-cli.js";
 
 // biome-ignore lint/style/noRestrictedGlobals: the CLI entry point is the one place in libs/sim that talks to the process (argv, streams, exit code).
 const proc = process;
@@ -65,7 +66,8 @@ function listScenarios(io: CliIO): void {
   for (const { name, file } of listScenarioFiles()) {
     let text: string;
     try {
-      text = scenarioKind(file) === "kairos" ? kairosDescription(file) : loadScenario(file).description;
+      const kind = scenarioKind(file);
+      text = kind === "kairos" ? kairosDescription(file) : kind === "themis" ? themisDescription(file) : loadScenario(file).description;
     } catch (err) {
       text = `(invalid: ${err instanceof ScenarioError ? err.problems[0] : String(err)})`;
     }
@@ -164,6 +166,7 @@ async function run(positional: string | undefined, opts: Options, io: CliIO): Pr
     named = name;
   }
   if (scenarioKind(file) === "kairos") return runKairosCli(file, opts, io);
+  if (scenarioKind(file) === "themis") return runThemisCli(file, opts, io);
   experiment = loadScenario(file);
   const unknownPolicy = opts.policies?.find((p) => !isPolicyName(p));
   if (unknownPolicy !== undefined) {

@@ -1,0 +1,81 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { POLICY_NAMES } from "@infergrid/themis";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "./cli.js";
+import type { ThemisScenarioResult } from "./themis-experiment.js";
+
+const dir = mkdtempSync(join(tmpdir(), "ig-themis-cli-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = "";
+  let err = "";
+  const stderr = new PassThrough();
+  stderr.on("data", (d: Buffer) => {
+    err += d.toString();
+  });
+  const code = await main(args, { stdout: { write: (t: string) => (out += t) }, stderr });
+  return { code, out, err };
+}
+
+describe("npm run sim -- themis-*", () => {
+  it("runs the surge and prints every policy's row; results.json holds each policy's mean", async () => {
+    const out = join(dir, "surge");
+    const r = await cli(["themis-surge", "--seeds", "1", "--out", out]);
+    expect(r.code, r.err).toBe(0);
+    for (const p of POLICY_NAMES) expect(r.out).toMatch(new RegExp(`^\\| ${p} \\| \\d+ \\|`, "m"));
+    const result = JSON.parse(readFileSync(join(out, "results.json"), "utf8")) as ThemisScenarioResult;
+    expect(result.summary.map((s) => s.policy)).toEqual([...POLICY_NAMES]);
+    const by = Object.fromEntries(result.summary.map((s) => [s.policy, s]));
+    // Every policy saw the same arrivals (one seed): about 20/s for 115 s and 120/s for 5 s.
+    const requests = new Set(result.summary.map((s) => s.requests));
+    expect(requests.size).toBe(1);
+    expect(by.infergrid?.requests).toBeGreaterThan(2600);
+    expect(by.infergrid?.requests).toBeLessThan(3200);
+    // A 10 s cold start cannot absorb a 5 s surge: horizontal-only is late on much of it; vertical is not.
+    expect(by["horizontal-only"]?.violations).toBeGreaterThan(300);
+    expect(by.infergrid?.violations).toBeLessThan((by["horizontal-only"]?.violations ?? 0) / 5);
+    expect(by.infergrid?.resizes).toBeGreaterThan(0);
+    expect(by["horizontal-only"]?.resizes).toBe(0);
+    expect(by["vertical-only"]?.coldStarts).toBe(0);
+    for (const s of result.summary) expect(s.coreSeconds).toBeGreaterThan(2 * 120 * 0.99);
+  });
+
+  it("a trace scenario cut with --from-minute/--minutes; --check validates without running", async () => {
+    const check = await cli(["themis-faro", "--check"]);
+    expect(check.code, check.err).toBe(0);
+    expect(check.out).toMatch(/valid: themis-faro, resnet34 .* serve-cluster9, minutes 0-359, peak 120\/s; 4 policies x 3 seeds/);
+    const out = join(dir, "faro");
+    const r = await cli(["themis-faro", "--minutes", "2", "--seeds", "1", "--policies", "infergrid,horizontal-only", "--out", out]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^\| infergrid \|/m);
+    expect(r.out).toMatch(/^\| horizontal-only \|/m);
+    expect(r.out).not.toMatch(/^\| vertical-only \|/m);
+    const result = JSON.parse(readFileSync(join(out, "results.json"), "utf8")) as ThemisScenarioResult;
+    expect(result.scenario.durationMs).toBe(120_000);
+  });
+
+  it("refuses an unknown policy, steps off whole seconds and the Azure hold-out, naming the field", async () => {
+    expect((await cli(["themis-surge", "--policies", "nope"])).err).toMatch(/unknown policy 'nope' for a themis scenario/);
+    const steps = join(dir, "steps.yaml");
+    writeFileSync(
+      steps,
+      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\nload: { kind: steps, steps: [{ untilMs: 1500, ratePerS: 5 }] }\n",
+    );
+    const a = await cli(["--scenario", steps, "--check"]);
+    expect(a.code).toBe(2);
+    expect(a.err).toMatch(/load\.steps\.0\.untilMs: must be a whole second/);
+    const holdout = join(dir, "holdout.yaml");
+    writeFileSync(
+      holdout,
+      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\n" +
+        "load: { kind: trace, file: azure-functions-2019-12fn-days8-12-per-minute.csv, job: fn04, fromMinute: 2000, minutes: 900, peakPerS: 50 }\n",
+    );
+    const b = await cli(["--scenario", holdout, "--check"]);
+    expect(b.code).toBe(2);
+    expect(b.err).toMatch(/hold-out/);
+  });
+});
