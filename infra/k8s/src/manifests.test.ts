@@ -5,7 +5,8 @@ import { findKubectl, type K8sObject, overlays, render, validate } from "./rende
  * Renders every overlay with `kubectl kustomize` (offline, as `kubectl apply -k` would) and checks
  * each object against the Kubernetes schemas (kubernetes-models), then the properties the system
  * relies on: probes on the gRPC health service, resources, non-root, PDBs, NetworkPolicies that
- * expose only the broker, RBAC for the allocator's scale calls, NATS with JetStream on a volume; and in
+ * expose only the broker, RBAC for the allocator's scale and resize calls, backends resizable in place
+ * (CPU resizePolicy NotRequired, the control token mounted), NATS with JetStream on a volume; and in
  * overlays/heterogeneous, one backend Deployment per instance type wired to the allocator's per-type pools.
  */
 const kubectl = findKubectl();
@@ -21,6 +22,8 @@ interface Container {
   env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
   ports?: { name?: string; containerPort: number }[];
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  resizePolicy?: { resourceName: string; restartPolicy: string }[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
   readinessProbe?: { grpc?: { port: number }; httpGet?: unknown };
   livenessProbe?: { grpc?: { port: number }; httpGet?: unknown };
   startupProbe?: { grpc?: { port: number }; httpGet?: unknown };
@@ -32,7 +35,7 @@ interface PodSpec {
   serviceAccountName?: string;
   automountServiceAccountToken?: boolean;
   nodeSelector?: Record<string, string>;
-  volumes?: { name: string; secret?: { secretName: string } }[];
+  volumes?: { name: string; secret?: { secretName: string; items?: { key: string; path: string }[] } }[];
 }
 interface Workload extends K8sObject {
   spec: {
@@ -71,7 +74,9 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     expect(objects.length).toBeGreaterThanOrEqual(25);
     expect(validate(objects)).toEqual([]);
     const ns = overlay === "local" ? "infergrid-local" : "infergrid";
-    for (const o of objects.filter((x) => x.kind !== "Namespace")) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(ns);
+    const clusterScoped = ["Namespace", "ClusterRole", "ClusterRoleBinding"];
+    for (const o of objects.filter((x) => !clusterScoped.includes(x.kind)))
+      expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(ns);
   });
 
   it("has a Deployment per service and NATS as a StatefulSet with JetStream on a persistent volume", () => {
@@ -134,6 +139,37 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     }
   });
 
+  it("declares the backends resizable in place: CPU resizes never restart them, and they and the allocator share the control token", () => {
+    for (const name of backendDeployments(overlay)) {
+      const c = named<Workload>(objects, "Deployment", name).spec.template.spec.containers[0]!;
+      expect(c.resizePolicy, name).toEqual([{ resourceName: "cpu", restartPolicy: "NotRequired" }]);
+    }
+    if (overlay !== "heterogeneous") {
+      // Themis's horizontal unit: one core, requested as much as allowed, so the node accounts for it.
+      const c = named<Workload>(objects, "Deployment", "backend").spec.template.spec.containers[0]!;
+      expect(c.resources?.limits?.cpu).toBe("1");
+      if (overlay === "production") expect(c.resources?.requests?.cpu).toBe("1");
+    }
+    const secretNames = byKind(objects, "Secret").map((s) => s.metadata.name);
+    for (const name of [...backendDeployments(overlay), "global-allocator"]) {
+      const pod = named<Workload>(objects, "Deployment", name).spec.template.spec;
+      const c = pod.containers[0]!;
+      const file = c.env?.find((e) => e.name === "INFERGRID_CONTROL_TOKEN_FILE")?.value;
+      expect(file, name).toBe("/etc/infergrid/control/token");
+      const mount = c.volumeMounts?.find((m) => m.mountPath === "/etc/infergrid/control");
+      expect(mount?.readOnly, name).toBe(true);
+      const secret = pod.volumes?.find((v) => v.name === mount?.name)?.secret;
+      expect(secret?.items, name).toEqual([{ key: "token", path: "token" }]);
+      expect(secret?.secretName, name).toMatch(/^infergrid-control-token/);
+      // Never a literal in the environment.
+      expect(
+        c.env?.some((e) => e.name === "INFERGRID_CONTROL_TOKEN"),
+        name,
+      ).toBe(false);
+      if (overlay === "local") expect(secretNames).toContain(secret?.secretName);
+    }
+  });
+
   it("budgets disruptions for broker, frontends, backends and NATS", () => {
     const pdbs = byKind<K8sObject & { spec: { selector: { matchLabels: Record<string, string> } } }>(objects, "PodDisruptionBudget");
     expect(pdbs.map((p) => p.spec.selector.matchLabels["app.kubernetes.io/name"]).sort()).toEqual([
@@ -144,7 +180,7 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     ]);
   });
 
-  it("lets only the broker be reached from outside, backends only from frontends", () => {
+  it("lets only the broker be reached from outside, backends only from frontends and the allocator", () => {
     const policies = byKind<Policy>(objects, "NetworkPolicy");
     const denyAll = policies.find((p) => Object.keys(p.spec.podSelector).length === 0 && !p.spec.ingress);
     expect(denyAll, "a default-deny ingress policy").toBeDefined();
@@ -153,7 +189,10 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     expect(open.map((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"])).toEqual(["broker"]);
     const toBackend = policies.filter((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"] === "backend");
     const sources = toBackend.flatMap((p) => p.spec.ingress ?? []).flatMap((r) => r.from ?? []);
-    expect(sources.map((s) => s.podSelector?.matchLabels)).toEqual([{ "app.kubernetes.io/name": "frontend" }]);
+    expect(sources.map((s) => s.podSelector?.matchLabels).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual([
+      { "app.kubernetes.io/name": "frontend" },
+      { "app.kubernetes.io/name": "global-allocator" },
+    ]);
     // Every other policy admits sources inside the namespace, or the monitoring namespace on metrics ports.
     for (const p of policies) {
       for (const r of p.spec.ingress ?? []) {
@@ -176,10 +215,24 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     expect([...(scale?.resourceNames ?? [])].sort()).toEqual(backendDeployments(overlay));
     expect(scale?.verbs).toEqual(expect.arrayContaining(["get", "update"]));
     expect(role.rules.find((r) => r.resources.includes("pods"))?.verbs).toEqual(expect.arrayContaining(["list", "patch"]));
+    expect(role.rules.find((r) => r.resources.includes("pods/resize"))?.verbs).toEqual(["get", "patch"]);
     expect(role.rules.flatMap((r) => r.verbs)).not.toContain("delete");
-    const binding = byKind<K8sObject & { subjects: { name: string }[]; roleRef: { name: string } }>(objects, "RoleBinding")[0]!;
+    type Binding = K8sObject & { subjects: { kind: string; name: string; namespace?: string }[]; roleRef: { kind: string; name: string } };
+    const binding = byKind<Binding>(objects, "RoleBinding")[0]!;
     expect(binding.subjects.map((s) => s.name)).toEqual(["global-allocator"]);
     expect(binding.roleRef.name).toBe(role.metadata.name);
+    // Beyond the namespace only reads: the node's allocatable CPU and the pods on it bound a resize.
+    const clusterRoles = byKind<RoleObject>(objects, "ClusterRole");
+    expect(clusterRoles).toHaveLength(1);
+    expect(clusterRoles[0]!.rules.map((r) => [r.resources, r.verbs])).toEqual([
+      [["nodes"], ["get"]],
+      [["pods"], ["list"]],
+    ]);
+    const clusterBinding = byKind<Binding>(objects, "ClusterRoleBinding")[0]!;
+    expect(clusterBinding.roleRef).toMatchObject({ kind: "ClusterRole", name: clusterRoles[0]!.metadata.name });
+    expect(clusterBinding.subjects).toEqual([
+      { kind: "ServiceAccount", name: "global-allocator", namespace: overlay === "local" ? "infergrid-local" : "infergrid" },
+    ]);
   });
 
   it(overlay === "local" ? "uses the locally built images, never pulled" : "uses released images from the registry", () => {

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
-import { Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1";
 import { Namespace, Secret, Service, ServiceAccount } from "kubernetes-models/v1";
 import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { parseAllDocuments } from "yaml";
@@ -58,6 +58,8 @@ const models: Record<string, new (data: never) => { validate(): void }> = {
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget,
   "rbac.authorization.k8s.io/v1/Role": Role,
   "rbac.authorization.k8s.io/v1/RoleBinding": RoleBinding,
+  "rbac.authorization.k8s.io/v1/ClusterRole": ClusterRole,
+  "rbac.authorization.k8s.io/v1/ClusterRoleBinding": ClusterRoleBinding,
 };
 
 /** Schema errors of every object, as `Kind/name: message` (empty when all are valid). */
