@@ -12,11 +12,12 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type CliIO, main } from "./cli.js";
 import { DEFAULT_SLOW_LOOP, EXPERIMENT_NAMES, EXPERIMENTS, PAPER_SWAYAM_TIMING, RESNET34 } from "./experiments.js";
 import { loadKairosScenario, scenarioKind } from "./kairos-scenario.js";
-import { defaultProfilesDir, repoRoot } from "./paths.js";
+import { defaultProfilesDir, defaultTracesDir, repoRoot } from "./paths.js";
 import { POLICY_NAMES } from "./policies.js";
 import { configFor, prepareExperiment } from "./run-experiment.js";
 import { cutSlice, type Experiment, listScenarioFiles, loadScenario, parseScenario, ScenarioError, scenarioFromData } from "./scenario.js";
 import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
+import { loadThemisScenario } from "./themis-scenario.js";
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -209,6 +210,8 @@ describe("the scenarios in scenarios/", () => {
     expect(files.map((f) => f.name)).toEqual(expect.arrayContaining([...EXPERIMENT_NAMES]));
     for (const { file } of files) {
       if (scenarioKind(file) === "kairos") expect(() => loadKairosScenario(file, defaultProfilesDir()), file).not.toThrow();
+      else if (scenarioKind(file) === "themis")
+        expect(() => loadThemisScenario(file, defaultProfilesDir(), defaultTracesDir()), file).not.toThrow();
       else expect(() => loadScenario(file), file).not.toThrow();
     }
     for (const name of EXPERIMENT_NAMES) expect(EXPERIMENTS[name].name).toBe(name);
