@@ -175,10 +175,10 @@ export const THEMIS_PUBLISHED: Readonly<ThemisOptions> = Object.freeze({
 export const INFERGRID_THEMIS: Readonly<ThemisOptions> = Object.freeze({
   stableTicks: 10,
   scaleDownDelayMs: 0,
-  maxUtilization: 0.9,
+  maxUtilization: 1,
   queueRate: "per-instance",
   newInstanceCores: "one",
-  startHorizontalInSurge: false,
+  startHorizontalInSurge: true,
   proactiveStart: true,
   stability: "peak-unchanged",
   removeOnlyWhenStable: false,
@@ -507,9 +507,10 @@ export interface HorizontalOnlyOptions {
   planOnPredictedPeak: boolean;
 }
 
-/** This system without vertical scaling: the same capacity model and forecast as `INFERGRID_THEMIS`. */
+/** This system without vertical scaling: the same forecast and queue model as `INFERGRID_THEMIS`. */
 export const HORIZONTAL_ONLY: Readonly<HorizontalOnlyOptions> = Object.freeze({
-  maxUtilization: INFERGRID_THEMIS.maxUtilization,
+  // Without vertical scaling, headroom is its only guard against queueing near saturation (README.md).
+  maxUtilization: 0.9,
   queueRate: INFERGRID_THEMIS.queueRate,
   // Without vertical scaling a replica removed too early costs a cold start in violations, so it waits longer.
   scaleDownDelayMs: 30_000,
