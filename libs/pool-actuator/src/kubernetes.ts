@@ -21,6 +21,7 @@ import {
   type ResizeResult,
   type ScaleOptions,
 } from "./actuator.js";
+import { type GrpcBackendResizer, grpcBackendResizer } from "./backend-resizer.js";
 import {
   appliedCpuLimitMillis,
   cores,
@@ -54,9 +55,12 @@ export interface KubernetesActuatorOptions {
   /** How often the pod is read while the kubelet applies a resize (default 50 ms). */
   resizePollMs?: number;
   /**
-   * Tells the backend in the pod its new size once the pod has it, so its threads follow the new CPU limit;
-   * without it only the pod is resized.
+   * The control token the backends check on Resize: once a pod has its new size, the backend in it is told
+   * (its Resize RPC) so its model's threads follow the new CPU limit. Without it (and without
+   * tellBackend) only the pod is resized.
    */
+  controlToken?: string;
+  /** How a backend is told its new size, instead of the Resize RPC with controlToken. */
   tellBackend?: BackendResizer;
   /** The backends' gRPC port, where tellBackend reaches them (default 50051). */
   backendPort?: number;
@@ -86,12 +90,18 @@ export class KubernetesActuator implements PoolActuator {
   private readonly apps: AppsV1Api;
   private readonly core: CoreV1Api;
   private readonly workload: { kind: WorkloadKind; name: string };
+  private readonly grpc: GrpcBackendResizer | undefined;
+  private readonly tellBackend: BackendResizer | undefined;
 
   constructor(private readonly options: KubernetesActuatorOptions) {
     const kc = options.kubeConfig ?? inCluster();
     this.apps = kc.makeApiClient(AppsV1Api);
     this.core = kc.makeApiClient(CoreV1Api);
     this.workload = parseWorkload(options.workload);
+    if (options.nodeCores !== undefined) checkCores(options.nodeCores);
+    this.grpc =
+      options.tellBackend === undefined && options.controlToken !== undefined ? grpcBackendResizer(options.controlToken) : undefined;
+    this.tellBackend = options.tellBackend ?? this.grpc?.resize;
   }
 
   async currentSize(): Promise<number> {
@@ -174,12 +184,12 @@ export class KubernetesActuator implements PoolActuator {
     }
     const applied = cores(appliedCpuLimitMillis(now, container.name) ?? millis);
     const result: ResizeResult = { memberId, cores: applied, elapsedMs: 0 };
-    if (this.options.tellBackend) {
+    if (this.tellBackend) {
       const ip = now.status?.podIP;
       if (!ip) throw new ResizeError(`${what}: the pod has ${applied} cores but no IP to reach its backend at`, "backend");
       const address = `${ip.includes(":") ? `[${ip}]` : ip}:${this.options.backendPort ?? 50051}`;
       try {
-        const told = await this.options.tellBackend({ memberId, address, cores: wanted, ...(maxBatch !== undefined ? { maxBatch } : {}) });
+        const told = await this.tellBackend({ memberId, address, cores: wanted, ...(maxBatch !== undefined ? { maxBatch } : {}) });
         result.cores = told.cores;
         result.maxBatch = told.maxBatch;
         result.modelResizeMs = told.resizeMs;
@@ -198,7 +208,8 @@ export class KubernetesActuator implements PoolActuator {
   }
 
   async close(): Promise<void> {
-    // Nothing is held: the pool outlives the allocator.
+    // The pool outlives the allocator: only the channels to the backends are closed.
+    this.grpc?.close();
   }
 
   /** The pod, if it is one of this workload's (its selector, applied by the API server) and not terminating. */

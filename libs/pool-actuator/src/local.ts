@@ -14,6 +14,7 @@ import {
   type ResizeResult,
   type ScaleOptions,
 } from "./actuator.js";
+import { type GrpcBackendResizer, grpcBackendResizer } from "./backend-resizer.js";
 
 export interface LocalActuatorOptions {
   /** Path of the backend-worker's compiled entry (services/backend-worker/dist/main.js). */
@@ -30,11 +31,16 @@ export interface LocalActuatorOptions {
   nodePath?: string;
   /** Lines a backend prints, for the caller's log (default: dropped). */
   onLine?: (id: string, line: string) => void;
-  /** The most cores one backend may be given (this machine's share for one backend); default: no bound here (the backend's own). */
+  /** Cores each backend starts on (INFERGRID_CORES; default: the backend's own, 1). */
+  cores?: number;
+  /**
+   * The most cores one backend may be given (INFERGRID_MAX_CORES of each backend too); default: no bound
+   * here, the backend's own (its --max-cores).
+   */
   nodeCores?: number;
   /**
-   * How a backend is told its new size. It is given the pool's control token (made at start, passed to every
-   * backend as INFERGRID_CONTROL_TOKEN, never printed) and returns the resizer to use.
+   * How a backend is told its new size, given the pool's control token; default: its Resize RPC
+   * (grpcBackendResizer).
    */
   backendResizer?: (controlToken: string) => BackendResizer;
 }
@@ -47,8 +53,8 @@ interface Child {
   exited: Promise<void>;
   /** From its ready line. */
   grpcAddress?: string;
-  /** What it last confirmed (its ready line, then its Resize replies). */
-  cores?: number;
+  /** What it was started with, then what its Resize replies confirmed. */
+  cores: number;
 }
 
 /**
@@ -64,10 +70,14 @@ export class LocalProcessActuator implements PoolActuator {
   private queue: Promise<void> = Promise.resolve();
   /** The secret a Resize call must carry; only this process and the backends it starts know it. */
   private readonly controlToken = randomBytes(32).toString("base64url");
-  private readonly resizer: BackendResizer | undefined;
+  private readonly grpc: GrpcBackendResizer | undefined;
+  private readonly resizer: BackendResizer;
 
   constructor(private readonly options: LocalActuatorOptions) {
-    this.resizer = options.backendResizer?.(this.controlToken);
+    if (options.cores !== undefined) checkCores(options.cores);
+    if (options.nodeCores !== undefined) checkCores(options.nodeCores);
+    this.grpc = options.backendResizer ? undefined : grpcBackendResizer(this.controlToken);
+    this.resizer = options.backendResizer?.(this.controlToken) ?? (this.grpc as GrpcBackendResizer).resize;
   }
 
   async currentSize(): Promise<number> {
@@ -79,7 +89,7 @@ export class LocalProcessActuator implements PoolActuator {
       id: c.id,
       ready: c.ready,
       terminating: c.terminating,
-      ...(c.cores !== undefined ? { cores: c.cores } : {}),
+      cores: c.cores,
     }));
   }
 
@@ -96,7 +106,6 @@ export class LocalProcessActuator implements PoolActuator {
     if (!child || child.terminating) throw new ResizeError(`${what}: no such backend in this pool (gone?)`, "gone");
     const limit = this.options.nodeCores;
     if (limit !== undefined && cores > limit) throw new ResizeError(`${what}: beyond the node limit of ${limit} cores`, "capacity");
-    if (!this.resizer) throw new ResizeError(`${what}: this pool has no way to tell its backends a size (backendResizer)`, "backend");
     if (!child.ready || child.grpcAddress === undefined) throw new ResizeError(`${what}: it is not ready yet`, "backend");
     let told: Awaited<ReturnType<BackendResizer>>;
     try {
@@ -117,6 +126,7 @@ export class LocalProcessActuator implements PoolActuator {
 
   async close(): Promise<void> {
     await this.scaleTo(0);
+    this.grpc?.close();
   }
 
   /** The process id of a live backend (drills and tests kill backends by hand). */
@@ -157,16 +167,18 @@ export class LocalProcessActuator implements PoolActuator {
 
   private startOne(): void {
     const id = `${this.options.idPrefix ?? "backend"}-${this.next++}`;
-    const proc = spawn(this.options.nodePath ?? process.execPath, [this.options.entry], {
-      env: {
-        ...process.env,
-        ...this.options.env,
-        ...(this.options.instanceType !== undefined ? { INFERGRID_INSTANCE_TYPE: this.options.instanceType } : {}),
-        INFERGRID_ID: id,
-        INFERGRID_CONTROL_TOKEN: this.controlToken,
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...this.options.env,
+      ...(this.options.instanceType !== undefined ? { INFERGRID_INSTANCE_TYPE: this.options.instanceType } : {}),
+      ...(this.options.cores !== undefined ? { INFERGRID_CORES: String(this.options.cores) } : {}),
+      ...(this.options.nodeCores !== undefined ? { INFERGRID_MAX_CORES: String(this.options.nodeCores) } : {}),
+      INFERGRID_ID: id,
+      INFERGRID_CONTROL_TOKEN: this.controlToken,
+    };
+    // The pool's own token only: a token file inherited from this process would be a second one (refused).
+    delete env.INFERGRID_CONTROL_TOKEN_FILE;
+    const proc = spawn(this.options.nodePath ?? process.execPath, [this.options.entry], { env, stdio: ["ignore", "pipe", "pipe"] });
     // "error" (the binary could not be started) rejects once(): the child is gone either way.
     const exited = once(proc, "exit")
       .then(
@@ -176,7 +188,8 @@ export class LocalProcessActuator implements PoolActuator {
       .then(() => {
         this.children.delete(id);
       });
-    const child: Child = { id, process: proc, ready: false, terminating: false, exited };
+    // Until it confirms a resize, it runs on what it was started with (the backend's default is 1 core).
+    const child: Child = { id, process: proc, ready: false, terminating: false, exited, cores: Number(env.INFERGRID_CORES ?? 1) };
     const onLine = (line: string) => {
       // The ready line is JSON with event "ready" (libs/runtime announceReady).
       if (!child.ready && line.includes('"event":"ready"')) {
@@ -202,14 +215,11 @@ export class LocalProcessActuator implements PoolActuator {
   }
 }
 
-/** The ready line's gRPC address and cores, when it has them. */
-function readyFields(line: string): { grpcAddress?: string; cores?: number } {
+/** The ready line's gRPC address, when it has one. */
+function readyFields(line: string): { grpcAddress?: string } {
   try {
-    const ready = JSON.parse(line) as { grpcAddress?: unknown; cores?: unknown };
-    return {
-      ...(typeof ready.grpcAddress === "string" ? { grpcAddress: ready.grpcAddress } : {}),
-      ...(typeof ready.cores === "number" ? { cores: ready.cores } : {}),
-    };
+    const ready = JSON.parse(line) as { grpcAddress?: unknown };
+    return typeof ready.grpcAddress === "string" ? { grpcAddress: ready.grpcAddress } : {};
   } catch {
     return {};
   }
