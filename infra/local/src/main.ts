@@ -197,8 +197,12 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   const inUse = new InUseTracker(2_500);
   let watch: ControlPlaneWatch | undefined;
   let broker: BrokerClient | undefined;
+  // Watching from before the service exists: the backends warm when the load begins are the initial ones.
+  const timeline = themis ? new ThemisTimeline(themis.service.name, themis.sloMs, staleMs) : undefined;
+  let closeTimeline: (() => Promise<void>) | undefined;
   try {
     watch = await ControlPlaneWatch.open(cluster.natsUrl, meter, inUse, now);
+    if (timeline) closeTimeline = await watchThemis(cluster.natsUrl, timeline, now);
     await registerServices(cluster.allocator.ready.grpcAddress ?? "", plan.services);
     const kinds = new Set<InputKind>(plan.services.map((s) => s.input));
     const inputsByKind = await buildInputs(kinds);
@@ -233,8 +237,6 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
 
     const stats = new Map(plan.services.map((s) => [s.name, new ServiceStats(s.name, s.rtMaxMs, s.slMin)]));
     const typed = kairos ? new TypedStats((batch) => isLarge(kairos, batch)) : undefined;
-    const timeline = themis ? new ThemisTimeline(themis.service.name, themis.sloMs, staleMs) : undefined;
-    const closeTimeline = timeline ? await watchThemis(cluster.natsUrl, timeline, now) : undefined;
     const generator = new LoadGenerator({
       arrivals: arrivalSchedule(plan.trace, {
         compression: plan.compression,
@@ -317,6 +319,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     timeline?.sample(end);
     timeline?.finish(end);
     await closeTimeline?.();
+    closeTimeline = undefined;
     view.stop();
 
     const w = watch;
@@ -378,6 +381,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     return interrupts.interrupted ? 130 : 0;
   } finally {
     await watch?.close().catch(() => {});
+    await closeTimeline?.().catch(() => {});
     broker?.close();
     if (cluster && liveChildren() > 0) await cluster.stop(interrupts.count >= 2 ? 1_000 : STOP_TIMEOUT_MS);
   }

@@ -146,6 +146,20 @@ export function planThemisWorkload(setting: ThemisSetting): WorkloadPlan {
   };
 }
 
+/**
+ * The allocator's Themis controller at demo speed, as the other modes shorten their time constants: the peak
+ * planned for is the largest rate just observed (the predictor's 5 s windows and trend extrapolate a step far
+ * beyond it), K = 3 stable ticks instead of 10 and a 10 s scale-down delay so a step and its return fit in a
+ * minute, and 70 % of the modelled throughput planned as capacity (every request here also crosses the broker,
+ * a frontend and parking on the same two cores, which the model does not count).
+ */
+export const THEMIS_DEMO_POLICY = {
+  INFERGRID_THEMIS_PEAK: "observed",
+  INFERGRID_THEMIS_STABLE_TICKS: "3",
+  INFERGRID_THEMIS_SCALE_DOWN_DELAY_MS: "10000",
+  INFERGRID_THEMIS_MAX_UTILIZATION: "0.6",
+} as const;
+
 /** The most backends the allocator's pool may start in this mode (each a Node process on this machine). */
 export const THEMIS_POOL_MAX = 6;
 /** A backend out of every list this long leaves the pool (the allocator's scale-down delay, at demo speed). */
@@ -169,5 +183,6 @@ export function themisAllocatorEnv(setting: ThemisSetting, backendEnv: Record<st
     INFERGRID_POOL_HEADROOM: "0",
     INFERGRID_POOL_SCALE_DOWN_DELAY_MS: String(POOL_SCALE_DOWN_DELAY_MS),
     INFERGRID_THEMIS_NODE_CORES: String(setting.nodeCores),
+    ...THEMIS_DEMO_POLICY,
   };
 }

@@ -49,10 +49,13 @@ export interface ThemisTimelineSummary {
   coreSeconds: number;
   events: ThemisEvents;
   rows: TimelineRow[];
+  /** Every backend that served the service, with its gRPC address (to check that none is left running). */
+  backends: { id: string; address: string }[];
 }
 
 export class ThemisTimeline {
   private readonly seen = new Map<string, Seen>();
+  private readonly addresses = new Map<string, string>();
   private readonly sentBySecond: number[] = [];
   private readonly violationsBySecond: number[] = [];
   private readonly samples = new Map<number, Pick<TimelineRow, "cores" | "maxBatch" | "starting">>();
@@ -82,8 +85,18 @@ export class ThemisTimeline {
     this.end = at;
   }
 
-  observe(id: string, service: string, state: backend.BackendState, cores: number, maxBatch: number, draining: boolean, at: number): void {
+  observe(
+    id: string,
+    service: string,
+    state: backend.BackendState,
+    cores: number,
+    maxBatch: number,
+    draining: boolean,
+    at: number,
+    address = "",
+  ): void {
     this.accrue(at);
+    if (service === this.service && address !== "") this.addresses.set(id, address);
     if (draining) this.seen.delete(id);
     else this.seen.set(id, { service, state, cores: Math.max(1, cores), maxBatch: Math.max(1, maxBatch), at });
     if (!(at >= this.start) || at > this.end) return;
@@ -136,6 +149,7 @@ export class ThemisTimeline {
       coreSeconds: Number(this.coreSeconds().toFixed(1)),
       events: { ...this.events },
       rows,
+      backends: [...this.addresses].map(([id, address]) => ({ id, address })),
     };
   }
 
@@ -176,6 +190,7 @@ export async function watchThemis(natsUrl: string, timeline: ThemisTimeline, now
       r?.maxBatch ?? 1,
       hb.draining === true,
       now(),
+      hb.address ?? "",
     );
   });
   return async () => {

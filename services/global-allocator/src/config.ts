@@ -3,6 +3,7 @@ import { type InstanceTypePrice, OBJECTIVE_NAMES, SLOW_LOOP_DEFAULTS } from "@in
 import { instanceTypeListSchema } from "@infergrid/kairos";
 import { parseWorkload } from "@infergrid/pool-actuator";
 import { field } from "@infergrid/runtime";
+import { INFERGRID_THEMIS } from "@infergrid/themis";
 import { z } from "zod";
 
 /** The price list is a Kairos catalogue's `types` (libs/kairos), so one file serves both. */
@@ -148,6 +149,24 @@ export const allocatorConfig = z.object({
     .int(16, 1)
     .describe("Themis: the most cores one backend may be given (its node's), for services whose model has a Themis profile"),
   themisMaxBatch: field.int(16, 1).describe("Themis: the largest batch a backend may be given (at most the workers' own bound)"),
+  themisPeak: z
+    .enum(["forecast", "observed"])
+    .default("forecast")
+    .describe(
+      "Themis: the peak of the next window planned for: the forecast's top quantile over it when fresh (else the largest rate observed over the last one), or always the observed one",
+    ),
+  themisRateWindowMs: field
+    .ms(2_000)
+    .describe("Themis: the rate now is each frontend's arrivals over its latest load reports spanning this long"),
+  themisStableTicks: field
+    .int(INFERGRID_THEMIS.stableTicks, 1)
+    .describe("Themis: K, consecutive stable ticks before moving back to 1-core replicas"),
+  themisScaleDownDelayMs: field
+    .ms(INFERGRID_THEMIS.scaleDownDelayMs)
+    .describe("Themis: how long a surplus of replicas must hold before they are removed"),
+  themisMaxUtilization: field
+    .number(INFERGRID_THEMIS.maxUtilization, 0.05, 1)
+    .describe("Themis: the share of a backend's modelled throughput planned as its capacity (the rest covers dispatch and noise)"),
   themisTickMs: field.ms(1_000).describe("Themis: period of the controller that resizes those services' backends and sizes their lists"),
   themisHorizonMs: field
     .ms(10_000)

@@ -49,6 +49,21 @@ describe("SignalBook", () => {
     expect(book.latestRatePerS("resnet", 60_000, 3_000)).toBeUndefined();
   });
 
+  it("averages each frontend's latest windows over a span, when asked to", () => {
+    const book = new SignalBook(60_000);
+    for (const [start, arrivals] of [
+      [17_000, 5],
+      [18_000, 5],
+      [19_000, 40],
+    ] as const)
+      book.onLoadReport(report({ frontendId: "a", windowStartUnixMs: start, windowEndUnixMs: start + 1000, arrivals }), start + 1000);
+    expect(book.latestRatePerS("resnet", 20_000, 5_000)).toBeCloseTo(40, 9);
+    expect(book.latestRatePerS("resnet", 20_000, 5_000, 2_000)).toBeCloseTo(22.5, 9);
+    expect(book.latestRatePerS("resnet", 20_000, 5_000, 3_000)).toBeCloseTo(50 / 3, 9);
+    // Only fresh windows count, however long the span asked.
+    expect(book.latestRatePerS("resnet", 20_000, 1_500, 3_000)).toBeCloseTo(22.5, 9);
+  });
+
   it("forgets reports past the keep span", () => {
     const book = new SignalBook(30_000);
     book.onLoadReport(report({ windowEndUnixMs: 10_000 }), 10_000);

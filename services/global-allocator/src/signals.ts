@@ -124,19 +124,30 @@ export class SignalBook {
   }
 
   /**
-   * The service's arrival rate now, req/s: each frontend's latest window that ended within `maxAgeMs`, its
-   * arrivals over its length, summed over frontends (each reports its own share). Undefined with no such window.
+   * The service's arrival rate now, req/s: per frontend, its latest windows (ended within `maxAgeMs`), newest
+   * first until they span `spanMs` (at least the latest one), their arrivals over their span; summed over
+   * frontends (each reports its own share). Undefined with no fresh window.
    */
-  latestRatePerS(service: string, now: number, maxAgeMs: number): number | undefined {
-    const latest = new Map<string, Report>();
+  latestRatePerS(service: string, now: number, maxAgeMs: number, spanMs = 0): number | undefined {
+    const byFrontend = new Map<string, Report[]>();
     for (const r of this.reports.get(service) ?? []) {
       if (now - r.end > maxAgeMs || !(r.end > r.start)) continue;
-      const seen = latest.get(r.frontend);
-      if (!seen || r.end > seen.end) latest.set(r.frontend, r);
+      byFrontend.set(r.frontend, [...(byFrontend.get(r.frontend) ?? []), r]);
     }
-    if (latest.size === 0) return undefined;
+    if (byFrontend.size === 0) return undefined;
     let rate = 0;
-    for (const r of latest.values()) rate += (r.arrivals * 1000) / (r.end - r.start);
+    for (const reports of byFrontend.values()) {
+      reports.sort((a, b) => b.end - a.end);
+      const end = reports[0]?.end ?? 0;
+      let start = end;
+      let arrivals = 0;
+      for (const r of reports) {
+        if (end - start >= spanMs && start < end) break;
+        arrivals += r.arrivals;
+        start = Math.min(start, r.start);
+      }
+      rate += (arrivals * 1000) / (end - start);
+    }
     return rate;
   }
 

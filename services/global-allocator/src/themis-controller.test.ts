@@ -37,7 +37,8 @@ function harness(stableTicks = 3): Harness {
       maxBatch: 16,
       horizonMs: 10_000,
       resizeRetryMs: 3_000,
-      policy: themisPolicy({ stableTicks, scaleDownDelayMs: 0 }),
+      // Replicas started in the surge, so that the test sees the whole move (this system may start them later).
+      policy: themisPolicy({ stableTicks, scaleDownDelayMs: 0, startHorizontalInSurge: true }),
     },
     logger,
   );
