@@ -5,7 +5,7 @@
  * profile file (themisProfileFileSchema). Exit status 2 on bad arguments, 1 when the measurement fails.
  */
 import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -117,16 +117,20 @@ export async function main(argv: readonly string[], io: ProfileCliIO): Promise<n
     io.stderr(`profile: ${err.message}\n${USAGE}\n`);
     return 2;
   }
+  // Read before the measurement pins the process to fewer CPUs than the machine has.
+  const machine = thisMachine(io.runtime ?? "onnxruntime-node");
+  const loadAverage = loadavg()[0] ?? 0;
   try {
     io.stderr(`profiling ${args.model}: batches ${args.batches.join(",")} x threads ${args.threads.join(",")}, ${args.runs} runs each\n`);
     const measurement = await measureOnnxModel({
       ...args,
       onPoint: (p) => io.stderr(`  threads ${p.cores} batch ${p.batch}: ${p.ms.toFixed(1)} ms\n`),
     });
-    const file = profileFile(args.model, measurement, thisMachine(io.runtime ?? "onnxruntime-node"), io.now?.() ?? new Date(), {
+    const file = profileFile(args.model, measurement, machine, io.now?.() ?? new Date(), {
       warmups: args.warmups,
       runs: args.runs,
       pinnedCpus: args.pinCpus,
+      loadAverage,
     });
     // Checked before it is written, so that a file that exists is one a service spec can use.
     const valid = themisProfileFileSchema.parse(file);

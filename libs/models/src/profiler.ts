@@ -121,7 +121,7 @@ export function profileFile(
   measurement: Measurement,
   machine: MachineInfo,
   date: Date,
-  method: { warmups: number; runs: number; pinnedCpus: boolean },
+  method: { warmups: number; runs: number; pinnedCpus: boolean; loadAverage: number },
 ): ThemisProfileFile {
   const fit = fitThemisProfile(measurement.points.map(({ batch, cores, ms }) => ({ batch, cores, ms })));
   return {
@@ -142,7 +142,7 @@ const f = (x: number, digits = 1) => x.toFixed(digits);
 export function formatProfileReport(file: ThemisProfileFile): string {
   const lines = [
     `${file.model} on ${file.machine.cpuModel} (${file.machine.cores} cores, ${file.machine.runtime}), ${file.date}`,
-    `median of ${file.method.runs} runs after ${file.method.warmups} warm-ups${file.method.pinnedCpus ? ", process pinned to c CPUs" : ""}`,
+    `median of ${file.method.runs} runs after ${file.method.warmups} warm-ups${file.method.pinnedCpus ? ", process pinned to c CPUs" : ""}; load average ${f(file.method.loadAverage, 2)} at the start (above 0 means other work shared the CPUs)`,
     "",
     "threads  batch  measured ms  (min - max)        fitted ms  error %",
   ];

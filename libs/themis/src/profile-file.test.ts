@@ -11,7 +11,7 @@ const valid: ThemisProfileFile = {
   date: "2026-11-24T18:00:00.000Z",
   profile: fit.profile,
   fit: { meanAbsPctError: fit.meanAbsPctError, maxAbsPctError: fit.maxAbsPctError, rmseMs: fit.rmseMs },
-  method: { warmups: 2, runs: 10, statistic: "median", pinnedCpus: true },
+  method: { warmups: 2, runs: 10, statistic: "median", pinnedCpus: true, loadAverage: 0.1 },
   samples: points.map((p) => ({ ...p, minMs: p.ms, maxMs: p.ms, fittedMs: processingMs(fit.profile, p.batch, p.cores) })),
   resizes: [{ fromCores: 1, toCores: 2, ms: 120 }],
 };

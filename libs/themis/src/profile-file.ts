@@ -35,6 +35,8 @@ export const themisProfileFileSchema = z.strictObject({
     runs: positiveInt,
     statistic: z.literal("median"),
     pinnedCpus: z.boolean(),
+    /** The machine's 1-minute load average when the run started: other work on the same CPUs inflates every point. */
+    loadAverage: z.number().finite().nonnegative(),
   }),
   samples: z
     .array(
