@@ -42,6 +42,10 @@ describe("npm run sim -- themis-*", () => {
     expect(by["horizontal-only"]?.resizes).toBe(0);
     expect(by["vertical-only"]?.coldStarts).toBe(0);
     for (const s of result.summary) expect(s.coreSeconds).toBeGreaterThan(2 * 120 * 0.99);
+    // report.md says what each policy did: infergrid resizes in place on the surge's first tick.
+    const report = readFileSync(join(out, "report.md"), "utf8");
+    for (const p of POLICY_NAMES) expect(report).toContain(`### ${p}`);
+    expect(report).toMatch(/^\| 31 \| \d+ \| \d+ \| vertical \|.*surge/m);
   });
 
   it("a trace scenario cut with --from-minute/--minutes; --check validates without running", async () => {

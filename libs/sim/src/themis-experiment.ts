@@ -220,5 +220,28 @@ export function themisMarkdown(r: ThemisScenarioResult): string {
         `${x.p99Ms.toFixed(0)} | ${x.coreSeconds.toFixed(0)} | ${x.resizes.toFixed(1)} | ${x.coldStarts.toFixed(1)} | ${x.peakCores.toFixed(1)} | ${vs} | ${cost} |`,
     );
   }
+  const first = r.runs[0]?.seed;
+  const traced = r.runs.filter((x) => x.seed === first && x.timeline !== undefined);
+  if (traced.length > 0) {
+    lines.push("", `## What each policy did (seed ${first}; ticks that changed something)`);
+    for (const run of traced) {
+      lines.push(
+        "",
+        `### ${run.policy}`,
+        "",
+        "| s | rate/s | peak/s | mode | warm backends' cores | starting | decision |",
+        "|---:|---:|---:|---|---|---:|---|",
+      );
+      let last = "";
+      for (const t of run.timeline ?? []) {
+        const shape = `${t.mode} ${t.warmCores.join(",")} ${t.starting}`;
+        if (shape === last && t.reason === "steady") continue;
+        last = shape;
+        lines.push(
+          `| ${(t.tMs / 1000).toFixed(0)} | ${t.ratePerS.toFixed(0)} | ${t.predictedPeakPerS.toFixed(0)} | ${t.mode} | ${t.warmCores.join(", ")} | ${t.starting} | ${t.reason} |`,
+        );
+      }
+    }
+  }
   return `${lines.join("\n")}\n`;
 }
