@@ -34,12 +34,15 @@ function hasTaskset(): boolean {
   }
 }
 
+// Read before a run pins this process to fewer CPUs.
+const CPUS = availableParallelism();
+
 describe("npm run profile", () => {
   const tmp = mkdtempSync(join(tmpdir(), "profile-"));
   afterAll(() => {
     rmSync(tmp, { recursive: true, force: true });
     // The profile pins this process to the CPUs of its last size; give the rest of the file every CPU back.
-    if (hasTaskset()) execFileSync("taskset", ["-a", "-p", "-c", `0-${availableParallelism() - 1}`, String(process.pid)]);
+    if (hasTaskset()) execFileSync("taskset", ["-a", "-p", "-c", `0-${CPUS - 1}`, String(process.pid)]);
   });
 
   it.runIf(availableParallelism() >= 2)(
@@ -54,7 +57,7 @@ describe("npm run profile", () => {
       const file = parseThemisProfileFile(readFileSync(out, "utf8"), out);
       expect(file.model).toBe("resnet18");
       expect(file.date).toBe("2026-11-24T18:00:00.000Z");
-      expect(file.machine.cores).toBe(availableParallelism());
+      expect(file.machine.cores).toBe(CPUS);
       expect(file.samples.map((s) => [s.cores, s.batch])).toEqual([
         [1, 1],
         [1, 2],
