@@ -2,6 +2,7 @@ import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
 import { ApiException, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type BackendResizer, ResizeError } from "./actuator.js";
@@ -21,7 +22,8 @@ import { TypedPools } from "./typed-pools.js";
  * (PodResizePending: Infeasible above the allocatable, Deferred while the other pods' requests leave too
  * little, retried when they shrink), actuates it (PodResizeInProgress, then the applied resources in
  * status.containerStatuses[].resources) and honours the container's resizePolicy (RestartContainer
- * restarts it). Every request is recorded so the tests can assert what was called.
+ * restarts it). Every request is recorded so the tests can assert what was called. The last describe puts
+ * a real backend-worker process (and NATS) behind a pod's IP to check that the backend is told.
  */
 
 type ResourceList = Record<string, string>;
@@ -913,5 +915,48 @@ describe("TypedPools.resize over one Deployment per instance type (same stand-in
     const big = g4dn.pods[0]!.name;
     expect((await pools.resize(big, 3)).cores).toBe(3);
     await expect(pools.resize("backend-elsewhere-0", 2)).rejects.toThrow(/no pool of g4dn.xlarge, r5n.large holds it/);
+  });
+});
+
+describe("KubernetesActuator.resize telling a real backend-worker behind the stand-in's pod (its Resize RPC)", () => {
+  const TOKEN = "k8s-stand-in-control-token";
+  let nats: NatsServerHandle;
+  let worker: ServiceProcess;
+  let port: number;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    worker = await startService("backend-worker", {
+      name: "pod-backend",
+      env: { INFERGRID_NATS_URL: nats.url, INFERGRID_CONTROL_TOKEN: TOKEN, INFERGRID_MAX_CORES: "8" },
+    });
+    port = Number((worker.ready.grpcAddress ?? "").split(":").at(-1));
+  }, 60_000);
+
+  afterAll(async () => {
+    await worker?.stop();
+    await nats?.stop();
+  }, 30_000);
+
+  it("patches the pod, then resizes the backend in it with the control token; a wrong token leaves the backend as it was", async () => {
+    const name = (standIn.pods[0] as FakePod).name;
+    const k8s = actuator("deployment/backend", { controlToken: TOKEN, backendPort: port });
+    try {
+      const result = await k8s.resize(name, 4, 2);
+      expect(result).toMatchObject({ memberId: name, cores: 4, maxBatch: 2, modelResizeMs: 0 });
+      expect((standIn.pods[0] as FakePod).actual.backend?.limits?.cpu).toBe("4");
+    } finally {
+      await k8s.close();
+    }
+    const wrong = actuator("deployment/backend", { controlToken: "not-the-token", backendPort: port });
+    try {
+      const err = await failure(wrong.resize(name, 2));
+      expect(err.reason).toBe("backend");
+      expect(err.message).toMatch(
+        /the pod has 2 cores, but its backend at 127\.0\.0\.1:\d+ did not take them: UNAUTHENTICATED: Resize needs the control token/,
+      );
+    } finally {
+      await wrong.close();
+    }
   });
 });
