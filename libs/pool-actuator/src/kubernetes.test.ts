@@ -886,6 +886,10 @@ describe("KubernetesActuator.resize: in-place pod resize through the resize subr
     await expect(actuator().resize(name, 0)).rejects.toThrow(/cores must be a positive integer, got 0/);
     await expect(actuator().resize(name, 1.5)).rejects.toThrow(RangeError);
     await expect(actuator().resize(name, 2, 0)).rejects.toThrow(/maxBatch must be a positive integer, got 0/);
+    // Only the backend applies a batch size: without a way to tell it, nothing is resized.
+    await expect(actuator().resize(name, 2, 4)).rejects.toThrow(
+      /a batch size is the backend's to apply, and this pool has no control token/,
+    );
     expect(requests).toHaveLength(0);
   });
 });

@@ -146,9 +146,9 @@ export class KubernetesActuator implements PoolActuator {
   /**
    * Resizes one backend pod in place through its `resize` subresource (Kubernetes 1.33+): the backend
    * container's CPU request and limit both become `cores`, after checking it fits its node. Resolves once
-   * the kubelet reports the new limit applied and, with `tellBackend`, the backend has taken the new size
-   * (the pod first, so the backend never runs more threads than its limit allows for long; a resize the
-   * kubelet refuses never reaches the backend). A resize the kubelet finds infeasible, or does not apply
+   * the kubelet reports the new limit applied and, with the control token (or `tellBackend`), the backend
+   * has taken the new size (the pod first, so the backend never runs more threads than its limit allows
+   * for long; a resize the kubelet refuses never reaches the backend). A batch size needs the backend told. A resize the kubelet finds infeasible, or does not apply
    * within `resizeTimeoutMs`, is undone (the previous request and limit patched back) and rejected.
    */
   async resize(memberId: string, wanted: number, maxBatch?: number): Promise<ResizeResult> {
@@ -156,6 +156,12 @@ export class KubernetesActuator implements PoolActuator {
     checkBatch(maxBatch);
     const started = performance.now();
     const what = `resizing pod ${memberId} to ${wanted} cores`;
+    if (maxBatch !== undefined && !this.tellBackend) {
+      throw new ResizeError(
+        `${what}: a batch size is the backend's to apply, and this pool has no control token to tell it with`,
+        "backend",
+      );
+    }
     const pod = await this.poolPod(memberId, what);
     const container = this.backendContainer(pod, what);
     if (cpuResizeRestarts(container)) {
