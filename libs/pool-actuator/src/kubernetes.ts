@@ -52,7 +52,7 @@ export interface KubernetesActuatorOptions {
   nodeCores?: number;
   /** A resize the kubelet has not applied after this long (deferred, in progress) is undone (default 10 s). */
   resizeTimeoutMs?: number;
-  /** How often the pod is read while the kubelet applies a resize (default 50 ms). */
+  /** How soon the pod is read again while the kubelet applies a resize (default 50 ms, doubling up to 500 ms). */
   resizePollMs?: number;
   /**
    * The control token the backends check on Resize: once a pod has its new size, the backend in it is told
@@ -345,6 +345,9 @@ export class KubernetesActuator implements PoolActuator {
     what: string,
   ): Promise<{ state: ResizeState; pod: V1Pod }> {
     const deadline = Date.now() + (this.options.resizeTimeoutMs ?? 10_000);
+    // Quick at first (a CPU resize is usually applied within a second or two), then sparing the API
+    // server while many backends are resized at once.
+    let pollMs = this.options.resizePollMs ?? 50;
     for (;;) {
       let pod: V1Pod;
       try {
@@ -355,7 +358,8 @@ export class KubernetesActuator implements PoolActuator {
       }
       const state = resizeState(pod, container, millis, generation);
       if (state.kind === "done" || state.kind === "infeasible" || Date.now() >= deadline) return { state, pod };
-      await sleep(this.options.resizePollMs ?? 50);
+      await sleep(Math.min(pollMs, Math.max(0, deadline - Date.now())));
+      pollMs = Math.min(pollMs * 2, 500);
     }
   }
 
