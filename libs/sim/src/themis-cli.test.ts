@@ -45,7 +45,7 @@ describe("npm run sim -- themis-*", () => {
     // report.md says what each policy did: infergrid resizes in place on the surge's first tick.
     const report = readFileSync(join(out, "report.md"), "utf8");
     for (const p of POLICY_NAMES) expect(report).toContain(`### ${p}`);
-    expect(report).toMatch(/^\| 31 \| \d+ \| \d+ \| vertical \|.*surge/m);
+    expect(report).toMatch(/^\| 31 \| \d+ \| \d+ \| \d+ \| vertical \|.*surge/m);
   });
 
   it("a trace scenario cut with --from-minute/--minutes; --check validates without running", async () => {

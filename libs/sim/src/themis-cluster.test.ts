@@ -91,6 +91,17 @@ describe("runThemisCluster on one backend", () => {
     expect(policy.inputs[2]?.warm[0]?.cores).toBe(2);
   });
 
+  it("a resize's batch size waits for its cores, as the backend-worker applies them", () => {
+    // At 500: 2 cores and batch 1 (from 4). Until 600 the backend still takes 4: 520-522 run together at 570
+    // on 1 core (l(3, 1) = 40 -> 610); 700 and 701 then run one by one on 2 cores (l(1, 2) = 15).
+    const policy = scripted({ 500: (i) => ({ targets: i.warm.map((w) => ({ ...w, cores: 2, batch: 1 })) }) });
+    const r = runThemisCluster(base, policy, [520, 521, 522, 700, 701]);
+    expect(r.p99Ms).toBe(90); // 610 - 520
+    // Latencies 15 (700), 29 (701 waits for it), 88, 89, 90.
+    expect(r.p50Ms).toBe(88);
+    expect(policy.inputs[2]?.warm[0]).toEqual({ id: "b0", cores: 2, batch: 1 });
+  });
+
   it("a new backend is charged from when it is asked for and serves only once warm; a removed one stops costing", () => {
     const policy = scripted({
       250: () => ({ start: [{ cores: 2, batch: 1 }] }),

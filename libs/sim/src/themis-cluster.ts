@@ -59,6 +59,8 @@ export interface ThemisTick {
   /** Cores asked of each warm backend. */
   warmCores: number[];
   starting: number;
+  /** Violations (late completions and drops) since the previous tick. */
+  late: number;
   reason: string;
 }
 
@@ -103,6 +105,8 @@ interface Backend {
   chargedSince: number;
   resizeSeq: number;
   batch: number;
+  /** The batch size asked with a core change: applied once the cores are (the backend-worker's order). */
+  askedBatch: number;
   readonly readyAtMs: number;
   readonly machine: BackendMachine;
   readonly former: BatchFormer<number>;
@@ -129,6 +133,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
   let resizes = 0;
   let coldStarts = 0;
   let arrivedThisTick = 0;
+  let lateAtLastTick = 0;
   const recentRates: number[] = [];
   const windowTicks = Math.max(1, Math.round(s.peakWindowMs / s.tickMs));
   let state: TransitionState = policy.initialState();
@@ -159,6 +164,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
       chargedSince: now,
       resizeSeq: 0,
       batch,
+      askedBatch: batch,
       readyAtMs,
       machine,
       former: new BatchFormer<number>({ maxBatch: batch, timeoutMs: timeoutFor(batch, c) }),
@@ -265,7 +271,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
     const warm: WarmBackend[] = [];
     const starting: StartingBackend[] = [];
     for (const b of backends) {
-      if (b.phase === "warm") warm.push({ id: b.id, cores: b.asked, batch: b.batch });
+      if (b.phase === "warm") warm.push({ id: b.id, cores: b.asked, batch: b.askedBatch });
       else if (b.phase === "starting") starting.push({ id: b.id, cores: b.asked, readyAtMs: b.readyAtMs });
     }
     const input: TickInput = {
@@ -284,6 +290,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
       const b = byId.get(t.id);
       if (b === undefined || b.phase !== "warm") continue;
       const c = Math.min(Math.max(1, t.cores), s.maxCores);
+      b.askedBatch = Math.min(Math.max(1, t.batch), s.maxBatch);
       if (c !== b.asked) {
         resizes++;
         b.asked = c;
@@ -291,7 +298,8 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
         charge(b, Math.max(b.cores, c));
         q.push(now + s.resizeMs(c), RESIZED, b.idx, b.resizeSeq);
       }
-      setBatch(b, Math.min(Math.max(1, t.batch), s.maxBatch));
+      // The backend-worker applies a resize's cores first, then its batch size.
+      if (b.asked === b.cores) setBatch(b, b.askedBatch);
     }
     for (const id of d.remove) {
       const b = byId.get(id);
@@ -310,9 +318,11 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
         mode: d.mode,
         warmCores: backends.filter((b) => b.phase === "warm").map((b) => b.asked),
         starting: backends.filter((b) => b.phase === "starting").length,
+        late: violations - lateAtLastTick,
         reason: d.reason,
       });
     }
+    lateAtLastTick = violations;
     if (now + s.tickMs < D) q.push(now + s.tickMs, TICK, 0);
   };
 
@@ -373,7 +383,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
         if (b !== undefined && b.resizeSeq === q.b && b.phase !== "gone") {
           b.cores = b.asked;
           if (b.phase !== "draining") charge(b, b.asked);
-          setBatch(b, b.batch);
+          setBatch(b, b.askedBatch);
         }
         break;
     }

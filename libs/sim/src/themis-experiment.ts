@@ -229,16 +229,16 @@ export function themisMarkdown(r: ThemisScenarioResult): string {
         "",
         `### ${run.policy}`,
         "",
-        "| s | rate/s | peak/s | mode | warm backends' cores | starting | decision |",
-        "|---:|---:|---:|---|---|---:|---|",
+        "| s | rate/s | peak/s | late | mode | warm backends' cores | starting | decision |",
+        "|---:|---:|---:|---:|---|---|---:|---|",
       );
       let last = "";
       for (const t of run.timeline ?? []) {
         const shape = `${t.mode} ${t.warmCores.join(",")} ${t.starting}`;
-        if (shape === last && t.reason === "steady") continue;
+        if (shape === last && t.reason === "steady" && t.late === 0) continue;
         last = shape;
         lines.push(
-          `| ${(t.tMs / 1000).toFixed(0)} | ${t.ratePerS.toFixed(0)} | ${t.predictedPeakPerS.toFixed(0)} | ${t.mode} | ${t.warmCores.join(", ")} | ${t.starting} | ${t.reason} |`,
+          `| ${(t.tMs / 1000).toFixed(0)} | ${t.ratePerS.toFixed(0)} | ${t.predictedPeakPerS.toFixed(0)} | ${t.late} | ${t.mode} | ${t.warmCores.join(", ")} | ${t.starting} | ${t.reason} |`,
         );
       }
     }

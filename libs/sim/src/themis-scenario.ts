@@ -44,10 +44,11 @@ const themisScenarioSchema = z.strictObject({
   /** t_setup: a new backend serves this long after it was asked for. */
   coldStartMs: z.number().nonnegative().default(10_000),
   /**
-   * How long a batch waits for more requests on an idle model: `slack` = what the SLO leaves after the batch's
-   * processing, SLO - l(b, c), so a batch served at once never waits past it; or a fixed number of ms.
+   * How long a partial batch waits for more requests on an idle model, ms: 0 (the backend-worker's default
+   * --batch-timeout-ms) runs what has formed as soon as the model is free, so batches grow only with a queue; or
+   * `slack` = what the SLO leaves after the batch's processing, SLO - l(b, c).
    */
-  batchTimeout: z.union([z.literal("slack"), z.number().nonnegative()]).default("slack"),
+  batchTimeout: z.union([z.literal("slack"), z.number().nonnegative()]).default(0),
   /** A request not started this long after it arrived is dropped (a violation). */
   dropAfterMs: z.number().positive().default(10_000),
   tickMs: z.number().positive().default(1000),
