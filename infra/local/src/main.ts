@@ -18,7 +18,7 @@ import { LiveView } from "./live-view.js";
 import { LoadGenerator, type Outcome } from "./load-generator.js";
 import { type Cluster, DEMO_TIMING, missingServices, serviceEnv, startCluster } from "./local-cluster.js";
 import { HeartbeatBackendSeconds, InUseTracker } from "./observers.js";
-import { CommanderError, type Options, OptionsError, parseOptions } from "./options.js";
+import { CommanderError, type Options, OptionsError, parseOptions, THEMIS_DEFAULTS } from "./options.js";
 import { liveChildren, signalAllChildren } from "./processes.js";
 import { ServiceStats } from "./stats.js";
 import { renderSummary, type Summary, serviceSummary, totalsOf } from "./summary.js";
@@ -140,10 +140,10 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
           coldStartMs: options.coldStartMs,
           step: {
             baseRps: options.baseRps,
-            stepRps: options.peakRps ?? 40,
+            stepRps: options.peakRps ?? THEMIS_DEFAULTS.stepRps,
             atS: options.stepAtS,
             forS: options.stepForS,
-            durationS: options.durationS ?? 50,
+            durationS: options.durationS ?? THEMIS_DEFAULTS.durationS,
           },
         });
   const plan = themis ? planThemisWorkload(themis) : kairos ? planKairosWorkload(options, kairos.service) : planWorkload(options, trace);

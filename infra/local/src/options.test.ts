@@ -153,7 +153,7 @@ describe("parseOptions", () => {
   it("reads the vertical-scaling mode's options, with its defaults", () => {
     expect(parseOptions(["--themis", "resnet18"], silent)).toMatchObject({
       themis: "resnet18",
-      baseRps: 5,
+      baseRps: 3,
       stepAtS: 10,
       stepForS: 20,
       sloMs: 1000,

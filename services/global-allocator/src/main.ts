@@ -2,6 +2,7 @@ import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
+import { themisPolicy } from "@infergrid/themis";
 import { RegistryActuator, readRegistry } from "./actuator.js";
 import { adminHandlers } from "./admin.js";
 import { Allocator } from "./allocator.js";
@@ -13,11 +14,16 @@ import { plannedSpec, SharePlanner } from "./planner.js";
 import { createPoolActuator } from "./pool-actuator.js";
 import { PoolManager } from "./pool-manager.js";
 import { SignalBook } from "./signals.js";
+import { forecastPeak, ThemisController } from "./themis-controller.js";
 
 /** Load reports are kept this long: the reactive step looks at the last control periods only. */
 const SIGNAL_KEEP_MS = 5 * 60_000;
 /** Planned service time of a service with no profile in its spec and no measurements yet. */
 const DEFAULT_SERVICE_TIME_MS = 100;
+/** A frontend's load report older than this says nothing of the rate now (frontends report every second). */
+const THEMIS_RATE_MAX_AGE_MS = 3_000;
+/** A resize the heartbeats do not show applied after this long is asked again (heartbeats come every 0.5-1 s). */
+const THEMIS_RESIZE_RETRY_MS = 3_000;
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
@@ -30,6 +36,37 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
   const registry = await ServiceRegistry.open(nc, logger);
   const { ttlMs, graceMs, settleMs, resumeSettleMs, deafAfterMs } = timing(config);
   const signals = new SignalBook(SIGNAL_KEEP_MS);
+  const actuator = createPoolActuator(config, ctx.id, logger);
+  // Per service whose model has a Themis profile: the only writer of its backends' sizes and its list length.
+  const themis = new ThemisController(
+    {
+      ratePerS: (service, now) =>
+        signals.latestRatePerS(service, now, THEMIS_RATE_MAX_AGE_MS + config.themisRateWindowMs, config.themisRateWindowMs),
+      forecastPeakPerS: (service, now, horizonMs) =>
+        config.themisPeak === "observed"
+          ? undefined
+          : forecastPeak(signals.forecast(service, now, config.forecastMaxAgeMs), now, horizonMs),
+    },
+    {
+      resize: async (id, cores, maxBatch) => {
+        if (!actuator) throw new Error("no pool actuator to resize backends with (--pool-actuator none)");
+        await actuator.resize(id, cores, maxBatch);
+      },
+      onResize: (what) => m.backendResizes.inc({ what }),
+    },
+    {
+      nodeCores: config.themisNodeCores,
+      maxBatch: config.themisMaxBatch,
+      horizonMs: config.themisHorizonMs,
+      resizeRetryMs: THEMIS_RESIZE_RETRY_MS,
+      policy: themisPolicy({
+        stableTicks: config.themisStableTicks,
+        scaleDownDelayMs: config.themisScaleDownDelayMs,
+        maxUtilization: config.themisMaxUtilization,
+      }),
+    },
+    logger.child({ component: "themis" }),
+  );
   const planner =
     config.policy === "faro"
       ? new SharePlanner(
@@ -65,11 +102,11 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     objective: planner ? `faro/${config.objective}` : "static",
     policy: planner?.policy ?? planStaticAllocation,
     ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),
+    listTarget: (n: string) => themis.target(n),
   });
   const found = await readRegistry(registry);
   allocator.restore(found.services, found.assignments, Date.now());
 
-  const actuator = createPoolActuator(config, ctx.id, logger);
   const poolManager =
     actuator &&
     new PoolManager(
@@ -91,6 +128,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     config.controlPeriodMs,
     (s) => {
       m.reconcileSeconds.observe(s);
+      m.accrueCoreSeconds(Date.now());
       void poolManager?.step(Date.now());
     },
     (now) => {
@@ -102,6 +140,13 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       planner.tick(now, specs, capacity);
     },
   );
+
+  const themisTimer = setInterval(() => {
+    const now = Date.now();
+    const reports = themis.tick(now, allocator.themisServices(now));
+    // The list targets apply on the next reconcile: ask for one now rather than a control period later.
+    if (reports.length > 0) allocator.wake();
+  }, config.themisTickMs);
 
   const member = await serveMember(ctx, {
     role: "allocator",
@@ -116,6 +161,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
         name: "loop",
         run: () => {
           loop.stop();
+          clearInterval(themisTimer);
           for (const s of subscriptions) s.unsubscribe();
         },
       },
