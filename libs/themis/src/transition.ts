@@ -15,16 +15,19 @@
  *   system's default), `horizontalOnlyPolicy()` (Algorithm 2 only, 1-core replicas), `verticalOnlyPolicy()`
  *   (Sponge extended as in the paper: a fixed set of instances, only c and b change), `scalingPolicy(name)`.
  *
- * The rule, per tick (README.md has the reasons):
+ * The rule, per tick (README.md has the reasons). "The peak" is the highest of the last `peakHoldTicks` forecast
+ * peaks (max of rate and forecast; 1 tick as published).
  * 1. Surge: the warm backends at their current cores cannot carry the rate within the SLO with any batch ->
  *    vertical at once (Algorithm 1; every warm backend to the same c, never below its current cores), plus new
  *    backends for what the node limit leaves uncarried, plus (if `startHorizontalInSurge` and the forecast says
  *    the load stays) the 1-core replicas the horizontal plan needs, so they warm while vertical absorbs.
  * 2. Stable for K ticks in a row (`stability`: Algorithm 2 gives the same configuration for the current rate and
- *    the predicted peak, as published; or its configuration for the predicted peak is unchanged) -> horizontal: start the 1-core replicas the plan needs minus those running or starting;
- *    only once that many are warm, shrink every warm backend to 1 core. Cores never go down otherwise.
- * 3. Surplus replicas (more than Algorithm 2 needs for the predicted peak) are removed only after the surplus
- *    held for `scaleDownDelayMs` (and, as published, on a stable tick), down to the most needed meanwhile.
+ *    the forecast, as published; or its configuration for the peak is unchanged) -> horizontal: start the 1-core
+ *    replicas this tick's forecast needs minus those running or starting; only once enough are warm to carry
+ *    the peak, shrink every warm backend to 1 core (with `shrinkWhenWarmCarries`, as soon as they are, stable or
+ *    not). Cores never go down otherwise.
+ * 3. Surplus replicas (more than Algorithm 2 needs for the peak) are removed once the surplus has held for
+ *    `scaleDownDelayMs` (and, as published, on a stable tick), down to the most needed meanwhile.
  */
 import { planHorizontal } from "./horizontal-scaling.js";
 import { processingMs, type ThemisProfile, throughputPerS } from "./latency-profile.js";
