@@ -65,6 +65,14 @@ describe("runThemisCluster on one backend", () => {
     expect(r.coldStarts).toBe(0);
   });
 
+  it("with timeout 0 and b in flight (the running batch included), a backlog runs as batches of 1 and b - 1", () => {
+    // 12 requests at 0, b = 4: [1] 0-20, [3] 20-60, [1] 60-80, [3] 80-120, [1] 120-140, [3] 140-180; full batches
+    // of 4 would end at 150.
+    const r = runThemisCluster({ ...base, sloMs: 1e6, batchTimeout: 0 }, scripted({}), Array(12).fill(0));
+    expect(r.p99Ms).toBe(180);
+    expect(r.p50Ms).toBe(120); // latencies 20, 60 x3, 80, 120 x3, 140, 180 x3
+  });
+
   it("the policy sees the rate of the last tick and the largest over the window", () => {
     const policy = scripted({});
     runThemisCluster(
