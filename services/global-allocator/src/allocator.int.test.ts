@@ -41,6 +41,8 @@ class FakeBackends {
   readonly state = new Map<string, backend.BackendState>();
   /** Instance type per backend (default cpu-1, the backend-worker's default). */
   readonly types = new Map<string, string>();
+  /** Size per backend (Themis); none reported by default, as a worker that predates sizes. */
+  readonly sizes = new Map<string, { cores: number; maxBatch: number }>();
   constructor(
     private readonly nc: NatsConnection,
     private readonly registry: ServiceRegistry,
@@ -64,6 +66,7 @@ class FakeBackends {
         state: this.state.get(id) ?? backend.BackendState.BACKEND_STATE_COLD,
         service: this.service(id),
         reportedAtUnixMs: Date.now(),
+        ...(this.sizes.get(id) ?? {}),
       },
     });
   }
@@ -432,5 +435,26 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     ]);
     expect(cpu).toBeGreaterThan(0);
     expect(state.costPerHour).toBeCloseTo(1.201, 9);
+  });
+
+  it("the cluster state shows each backend's size as its heartbeats report it (1 core, batch 1 when none is)", async () => {
+    fakes.sizes.set("be-31", { cores: 3, maxBatch: 4 });
+    fakes.start("be-31");
+    fakes.start("be-32");
+    const sized = await eventually("be-31 in the cluster state at its size", async () =>
+      (await call(AllocatorAdminDefinition.GetClusterState, {})).backends?.find((b) => b.backendId === "be-31" && b.cores === 3),
+    );
+    expect(sized.maxBatch).toBe(4);
+    // Resized in place: the next heartbeat's size is the one shown.
+    fakes.sizes.set("be-31", { cores: 1, maxBatch: 2 });
+    await eventually("be-31 shown at its new size", async () =>
+      (await call(AllocatorAdminDefinition.GetClusterState, {})).backends?.find(
+        (b) => b.backendId === "be-31" && b.cores === 1 && b.maxBatch === 2,
+      ),
+    );
+    const unsized = await eventually("be-32 in the cluster state", async () =>
+      (await call(AllocatorAdminDefinition.GetClusterState, {})).backends?.find((b) => b.backendId === "be-32"),
+    );
+    expect([unsized?.cores, unsized?.maxBatch]).toEqual([1, 1]);
   });
 });
