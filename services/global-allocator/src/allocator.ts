@@ -553,13 +553,16 @@ export class Allocator {
         const filter = accepts.get(n);
         const themis = this.options.listTarget?.(n);
         if (themis) {
-          // Themis sizes it: exactly that many, every one kept warm, the entries it names leaving first.
+          // Themis sizes it: exactly that many (within the spec's bounds), every one kept warm, the entries it
+          // names leaving first.
           const leaving = new Set(themis.remove);
+          const cap = (spec?.maxBackends ?? 0) > 0 ? (spec?.maxBackends ?? 0) : Number.POSITIVE_INFINITY;
+          const length = Math.min(Math.max(themis.length, spec?.minBackends ?? 0), cap);
           return {
             name: n,
-            minBackends: themis.length,
-            maxBackends: themis.length,
-            initialBackends: themis.length,
+            minBackends: length,
+            maxBackends: length,
+            initialBackends: length,
             currentList: (cleaned.get(n) ?? []).filter((id) => !leaving.has(id)),
             ...(filter ? { accepts: filter } : {}),
           };
