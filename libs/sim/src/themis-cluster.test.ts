@@ -48,29 +48,30 @@ function scripted(script: Record<number, (input: TickInput) => Partial<TickDecis
 describe("runThemisCluster on one backend", () => {
   it("latency = batch wait + l(k, c): closes at the timeout, at b, and a refused request waits for a free slot", () => {
     // 0, 10, 20: a partial batch closes at its timeout (50) and runs 3 in l(3, 1) = 40 ms -> done at 90.
-    // 200-203: a full batch of 4 closes at 203 and runs l(4, 1) = 50 ms -> done at 253.
-    // 210: the backend holds b = 4 in flight (BackendMachine), so it is refused until 253, then waits its
-    // timeout (50) and runs alone in l(1, 1) = 20 ms -> done at 323, latency 113.
-    const r = runThemisCluster(base, scripted({}), [0, 10, 20, 200, 201, 202, 203, 210]);
-    expect(r.requests).toBe(8);
-    expect(r.completed).toBe(8);
+    // 200-203: a full batch of 4 closes at 203 and runs l(4, 1) = 50 ms -> done at 253; 204-207 form the next,
+    // full at 207, run when the model frees: 253-303.
+    // 210: the backend holds 2b = 8 in flight (BackendMachine), so it is refused until 253, then waits its
+    // timeout (50) to 303 and runs alone in l(1, 1) = 20 ms -> done at 323, latency 113.
+    const r = runThemisCluster(base, scripted({}), [0, 10, 20, 200, 201, 202, 203, 204, 205, 206, 207, 210]);
+    expect(r.requests).toBe(12);
+    expect(r.completed).toBe(12);
     expect(r.dropped).toBe(0);
-    // Latencies sorted: 50, 51, 52, 53, 70, 80, 90, 113.
-    expect(r.p50Ms).toBe(53);
+    // Latencies sorted: 50, 51, 52, 53, 70, 80, 90, 96, 97, 98, 99, 113.
+    expect(r.p50Ms).toBe(80);
     expect(r.p99Ms).toBe(113);
     expect(r.violations).toBe(1);
-    expect(r.violationRate).toBeCloseTo(1 / 8, 12);
+    expect(r.violationRate).toBeCloseTo(1 / 12, 12);
     expect(r.coreSeconds).toBeCloseTo(1, 9);
     expect(r.resizes).toBe(0);
     expect(r.coldStarts).toBe(0);
   });
 
-  it("with timeout 0 and b in flight (the running batch included), a backlog runs as batches of 1 and b - 1", () => {
-    // 12 requests at 0, b = 4: [1] 0-20, [3] 20-60, [1] 60-80, [3] 80-120, [1] 120-140, [3] 140-180; full batches
-    // of 4 would end at 150.
+  it("with timeout 0, a backlog runs as full batches: the backend admits a running batch and the next forming (2b)", () => {
+    // 12 requests at 0, b = 4: the first runs alone at once ([1] 0-20), the next 7 wait; then [4] 20-70, [4] 70-120,
+    // [3] 120-160. Admitting only b would run [1] 0-20, [3] 20-60, [1] 60-80, [3] 80-120, [1] 120-140, [3] 140-180.
     const r = runThemisCluster({ ...base, sloMs: 1e6, batchTimeout: 0 }, scripted({}), Array(12).fill(0));
-    expect(r.p99Ms).toBe(180);
-    expect(r.p50Ms).toBe(120); // latencies 20, 60 x3, 80, 120 x3, 140, 180 x3
+    expect(r.p99Ms).toBe(160);
+    expect(r.p50Ms).toBe(120); // latencies 20, 70 x4, 120 x4, 160 x3
   });
 
   it("the policy sees the rate of the last tick and the largest over the window", () => {

@@ -16,7 +16,7 @@
  * is asked for (provisioning included) until it is removed or drained; during a resize the larger of the old and
  * new sizes is charged.
  */
-import { BackendMachine, BatchFormer, type BatchStep } from "@infergrid/swayam";
+import { admittedRequests, BackendMachine, BatchFormer, type BatchStep } from "@infergrid/swayam";
 import {
   processingMs,
   type ScalingMode,
@@ -152,7 +152,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
   };
 
   const newBackend = (c: number, batch: number, readyAtMs: number): Backend => {
-    const machine = new BackendMachine({ concurrency: batch, idleTimeoutMs: Number.POSITIVE_INFINITY });
+    const machine = new BackendMachine({ concurrency: admittedRequests(batch), idleTimeoutMs: Number.POSITIVE_INFINITY });
     machine.warmUp(now, SERVICE);
     const b: Backend = {
       idx: backends.length,
@@ -243,7 +243,7 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
   const setBatch = (b: Backend, batch: number): void => {
     if (batch === b.batch && b.former.timeoutMs === timeoutFor(batch, b.cores)) return;
     b.batch = batch;
-    b.machine.resize(batch);
+    b.machine.resize(admittedRequests(batch));
     apply(b, b.former.resize(now, batch, timeoutFor(batch, b.cores)));
     pump(b);
   };

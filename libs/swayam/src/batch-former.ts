@@ -16,9 +16,20 @@
  *    finishes if they are b or their first waited its timeout by then.
  *  - resize(maxBatch) applies to the next batch to close; the running one is unaffected. Requests already
  *    forming are never dropped: beyond the new size they wait for the following batch.
- *  - The former does not bound how many wait: the backend admits at most maxBatch requests at once
+ *  - The former does not bound how many wait: the backend admits at most admittedRequests(maxBatch) at once
  *    (BackendMachine's concurrency), and refuses the rest as busy.
  */
+
+/**
+ * Requests a backend with batch size b admits at once (its BackendMachine's concurrency): with batching, a full
+ * batch running and the next one forming (2b); without, one (Swayam: a backend never queues). Admitting only b,
+ * the running batch included, leaves the next batch whatever room the running one left: a backlog then runs as
+ * alternating batches of k and b - k (batch 2 runs as batches of 1) and never reaches the throughput b / l(b, c)
+ * the policy planned for.
+ */
+export function admittedRequests(maxBatch: number): number {
+  return maxBatch > 1 ? 2 * maxBatch : 1;
+}
 
 export interface BatchFormerOptions {
   /** The batch size b (>= 1). */

@@ -131,7 +131,7 @@ describe("backend-worker: batches and an authenticated in-place Resize", () => {
     const reply = await resizeBackend(client, TOKEN, { cores: 2 }, { deadline: deadline() });
     expect(reply).toMatchObject({ cores: 2, maxBatch: 4 });
     expect(reply.resizeMs).toBeLessThan(50);
-    const sent = Array.from({ length: 5 }, (_, i) =>
+    const sent = Array.from({ length: 9 }, (_, i) =>
       unaryCall(
         client,
         BackendServiceDefinition.Execute,
@@ -141,8 +141,9 @@ describe("backend-worker: batches and an authenticated in-place Resize", () => {
     );
     const replies = await Promise.all(sent);
     const ok = replies.filter((r) => r.status === S.EXECUTE_STATUS_OK);
-    // The backend holds b = 4 requests at once: the fifth is refused busy (the frontend would retry elsewhere).
-    expect(ok).toHaveLength(4);
+    // The backend holds 2b = 8 requests at once (a batch running, the next forming): the ninth is refused busy
+    // (the frontend would retry elsewhere); the eight run as two batches of 4.
+    expect(ok).toHaveLength(8);
     expect(replies.filter((r) => r.status === S.EXECUTE_STATUS_REFUSED_BUSY)).toHaveLength(1);
     for (const r of ok) expect(r.computeMs).toBe(l(4, 2));
     const seen = await eventually("a heartbeat with the new size", () =>

@@ -97,7 +97,9 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
     await settle();
     expect(gate.calls.map((c) => c.ms)).toEqual([l(4, 2)]);
     expect(worker.report().state).toBe(B.BACKEND_STATE_BUSY);
-    // The backend holds b requests: one more is refused busy, as without batching.
+    // The backend holds 2b requests: four more form the next batch while this one runs; a ninth is refused busy.
+    const next = [execute(worker), execute(worker), execute(worker), execute(worker)];
+    await settle();
     expect((await worker.execute({ service: SERVICE, frontendId: "fe-2" })).status).toBe(S.EXECUTE_STATUS_REFUSED_BUSY);
     gate.calls[0]?.end();
     const replies = await Promise.all(calls.map((c) => c.reply));
@@ -106,9 +108,13 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
       expect(r.computeMs).toBe(l(4, 2));
       expect(r.outputs?.y?.data).toEqual([l(4, 2)]);
     }
+    await vi.waitFor(() => expect(gate.calls).toHaveLength(2), { timeout: 1000, interval: 1 });
+    expect(gate.calls[1]?.ms).toBe(l(4, 2));
+    gate.calls[1]?.end();
+    for (const r of await Promise.all(next.map((c) => c.reply))) expect(r.computeMs).toBe(l(4, 2));
     await settle();
-    expect(calls.map((c) => c.ends)).toEqual(Array(4).fill(["EXECUTE_STATUS_OK"]));
-    expect(batches).toEqual([4]);
+    expect([...calls, ...next].map((c) => c.ends)).toEqual(Array(8).fill(["EXECUTE_STATUS_OK"]));
+    expect(batches).toEqual([4, 4]);
     expect(worker.report()).toMatchObject({
       state: B.BACKEND_STATE_WARM_IDLE,
       cores: 2,
@@ -137,13 +143,13 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
     const b = execute(worker);
     await settle();
     expect(gate.calls.map((c) => c.ms)).toEqual([l(1, 1)]);
-    expect((await worker.execute({ service: SERVICE, frontendId: "fe-2" })).status).toBe(S.EXECUTE_STATUS_REFUSED_BUSY);
+    expect(machine.concurrency).toBe(4); // 2b: a batch running and the next forming
     const reply = await worker.resize({ cores: 4, maxBatch: 3 }, controlMetadata(TOKEN));
     expect(reply).toMatchObject({ cores: 4, maxBatch: 3 });
     expect(reply.resizeMs).toBeGreaterThanOrEqual(0);
     expect(reply.resizeMs).toBeLessThan(50);
-    expect(machine.concurrency).toBe(3);
-    // A third slot is free now: the request joins the forming batch.
+    expect(machine.concurrency).toBe(6);
+    // The request joins the forming batch, which now closes at 3 or when the model frees.
     const c = execute(worker);
     await settle();
     expect(gate.calls).toHaveLength(1);

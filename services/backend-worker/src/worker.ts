@@ -12,7 +12,15 @@ import {
 } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { bearerTokenMatches, GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
-import { type BackendMachine, type BackendPhase, BackendSecondsMeter, BackendSlots, BatchFormer, type BatchStep } from "@infergrid/swayam";
+import {
+  admittedRequests,
+  type BackendMachine,
+  type BackendPhase,
+  BackendSecondsMeter,
+  BackendSlots,
+  BatchFormer,
+  type BatchStep,
+} from "@infergrid/swayam";
 import { type BatchAnswer, runBatch } from "./batch-run.js";
 import { MAX_BATCH_BOUND } from "./config.js";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
@@ -106,8 +114,8 @@ export interface WorkerOptions {
   /** This node's limit on cores: Resize accepts 1..maxCores (default: max(cores, 1)). */
   maxCores?: number;
   /**
-   * Batch size b (default 1): up to b accepted requests run as one model call; the machine's concurrency is
-   * set to b. With b = 1 and a machine of concurrency above 1, requests run independently, as before batching.
+   * Batch size b (default 1): up to b accepted requests run as one model call; the machine admits
+   * admittedRequests(b) (a batch running and the next forming). With b = 1 and a machine of concurrency above 1, requests run independently, as before batching.
    */
   maxBatch?: number;
   /** How long a partial batch waits on an idle model (ms; default 0: not at all; Infinity: until b). */
@@ -169,7 +177,7 @@ export class Worker {
     this.slots = new BackendSlots(machine, { isLive: (c) => !c.done, frontendOf: (c) => c.frontendId });
     const maxBatch = options.maxBatch ?? 1;
     this.independent = maxBatch === 1 && machine.concurrency > 1;
-    if (!this.independent) machine.resize(maxBatch);
+    if (!this.independent) machine.resize(admittedRequests(maxBatch));
     this.former = new BatchFormer({ maxBatch, timeoutMs: options.batchTimeoutMs ?? 0 });
     this.cores = options.cores ?? 1;
     this.maxCores = options.maxCores ?? Math.max(this.cores, 1);
@@ -424,7 +432,7 @@ export class Worker {
       this.cores = cores;
     } else if (cores !== 0) this.cores = cores;
     if (maxBatch !== 0 && maxBatch !== this.former.maxBatch) {
-      if (!this.independent) this.machine.resize(maxBatch);
+      if (!this.independent) this.machine.resize(admittedRequests(maxBatch));
       this.applyStep(this.former.resize(this.now(), maxBatch));
       this.serveParked();
     }
