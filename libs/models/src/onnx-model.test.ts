@@ -1,4 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { interpretOcrCls, makeOcrClsSampleInput, OCR_CLS_OUTPUT } from "./ocr-cls.js";
 import { onnxCatalogue } from "./onnx-catalogue.js";
@@ -231,5 +233,34 @@ describe("OnnxModel resnet18 (generated) resized in place", () => {
     await other.unload();
     await expect(resizing).rejects.toThrow(ModelNotLoadedError);
     expect(other.openSessions).toBe(0);
+  });
+});
+
+describe("OnnxModel pinned to its cores", () => {
+  const cpus = availableParallelism();
+  const affinity = () => {
+    try {
+      return execFileSync("taskset", ["-p", String(process.pid)], { encoding: "utf8" })
+        .trim()
+        .split(" ")
+        .at(-1);
+    } catch {
+      return undefined;
+    }
+  };
+  afterAll(() => {
+    if (affinity() !== undefined) execFileSync("taskset", ["-a", "-p", "-c", `0-${cpus - 1}`, String(process.pid)]);
+  });
+
+  it.runIf(cpus >= 2 && affinity() !== undefined)("pins the process to 1 CPU, widens it to 2 on a resize and narrows it back", async () => {
+    const model = new OnnxModel({ model: "ppocr-mobile-cls", pinCpus: true });
+    await model.load();
+    expect(affinity()).toBe("1");
+    await model.resize(2);
+    expect(affinity()).toBe("3");
+    expect(interpretOcrCls((await model.infer(upright)).outputs).label).toBe("0");
+    await model.resize(1);
+    expect(affinity()).toBe("1");
+    await model.unload();
   });
 });

@@ -167,13 +167,16 @@ export class OnnxModel implements ModelRuntime {
     if (!loading) throw new ModelNotLoadedError(`model "${this.name}" is not loaded`);
     await loading;
     if (threads === this.threads) return { resizeMs: 0 };
+    // Growing: the CPUs are widened first, so that the new session's threads start on them.
+    if (this.pinCpus && threads > this.threads) await pinProcessToCpus(threads);
     const session = await this.createSession(threads);
     const old = this.current;
     if (this.loading !== loading || !old) {
       await session.release();
       throw new ModelNotLoadedError(`model "${this.name}" was unloaded during its resize`);
     }
-    if (this.pinCpus) await pinProcessToCpus(threads);
+    // Shrinking: narrowed only once the wider session no longer serves new runs.
+    if (this.pinCpus && threads < this.threads) await pinProcessToCpus(threads);
     this.current = this.open(session);
     this.threads = threads;
     const resizeMs = this.now() - started;
@@ -252,6 +255,8 @@ export class OnnxModel implements ModelRuntime {
 }
 
 const execFileAsync = promisify(execFile);
+/** The CPUs this process may use before any pinning here: availableParallelism() shrinks with the affinity. */
+const CPUS_AT_START = availableParallelism();
 
 function checkThreads(threads: number): number {
   if (!(Number.isInteger(threads) && threads >= 1)) throw new RangeError(`intraOpThreads must be an integer >= 1, got ${threads}`);
@@ -264,7 +269,7 @@ function checkThreads(threads: number): number {
  * the size.
  */
 async function pinProcessToCpus(cpus: number): Promise<void> {
-  const last = Math.min(cpus, availableParallelism()) - 1;
+  const last = Math.min(cpus, CPUS_AT_START) - 1;
   try {
     await execFileAsync("taskset", ["-a", "-p", "-c", last === 0 ? "0" : `0-${last}`, String(process.pid)]);
   } catch {
