@@ -149,15 +149,18 @@ export function planThemisWorkload(setting: ThemisSetting): WorkloadPlan {
 /**
  * The allocator's Themis controller at demo speed, as the other modes shorten their time constants: the peak
  * planned for is the largest rate just observed (the predictor's 5 s windows and trend extrapolate a step far
- * beyond it), K = 3 stable ticks instead of 10 and a 10 s scale-down delay so a step and its return fit in a
- * minute, and 70 % of the modelled throughput planned as capacity (every request here also crosses the broker,
- * a frontend and parking on the same two cores, which the model does not count).
+ * beyond it), the rate now from the last 1 s load report (a step is seen on the first tick after it), K = 3
+ * stable ticks instead of 10 and a 10 s scale-down delay so a step and its return fit in a minute, and 50 % of
+ * the modelled throughput planned as capacity: every request here also crosses the broker, a frontend and, once
+ * a backlog forms, parking on the same two cores (10-20 ms a request that l(b, c) does not count), and a
+ * backlog at a backend of batch 1 drains slower than it forms once every request goes through parking.
  */
 export const THEMIS_DEMO_POLICY = {
   INFERGRID_THEMIS_PEAK: "observed",
   INFERGRID_THEMIS_STABLE_TICKS: "3",
   INFERGRID_THEMIS_SCALE_DOWN_DELAY_MS: "10000",
-  INFERGRID_THEMIS_MAX_UTILIZATION: "0.6",
+  INFERGRID_THEMIS_MAX_UTILIZATION: "0.5",
+  INFERGRID_THEMIS_RATE_WINDOW_MS: "1000",
 } as const;
 
 /** The most backends the allocator's pool may start in this mode (each a Node process on this machine). */
