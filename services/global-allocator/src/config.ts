@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { type InstanceTypePrice, OBJECTIVE_NAMES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
 import { instanceTypeListSchema } from "@infergrid/kairos";
 import { parseWorkload } from "@infergrid/pool-actuator";
-import { field } from "@infergrid/runtime";
+import { controlTokenConfigShape, field } from "@infergrid/runtime";
 import { INFERGRID_THEMIS } from "@infergrid/themis";
 import { z } from "zod";
 
@@ -118,6 +118,8 @@ export const allocatorConfig = z.object({
     .describe("who grows and shrinks the backend pool: nobody (a fixed pool), local processes, or a Kubernetes workload"),
   poolWorkload: field.string("deployment/backend").describe("kubernetes: the pool's workload, deployment/<name> or statefulset/<name>"),
   poolNamespace: field.string("default").describe("kubernetes: the pool's namespace"),
+  // kubernetes: a backend resized in place is told its new size through its Resize RPC, which needs the token.
+  ...controlTokenConfigShape,
   poolBackendEntry: field
     .optionalString()
     .describe("local: the backend-worker's compiled entry (default: services/backend-worker/dist/main.js beside this service)"),

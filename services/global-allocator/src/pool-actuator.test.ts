@@ -33,4 +33,13 @@ describe("createPoolActuator", () => {
       ]),
     );
   });
+
+  it("resolves the control token for the kubernetes pool (which tells resized backends their size) and names a bad setting", () => {
+    expect(() =>
+      build({ INFERGRID_POOL_ACTUATOR: "kubernetes", INFERGRID_CONTROL_TOKEN: "a", INFERGRID_CONTROL_TOKEN_FILE: "/nonexistent" }),
+    ).toThrow(/--control-token \/ INFERGRID_CONTROL_TOKEN and --control-token-file \/ INFERGRID_CONTROL_TOKEN_FILE: give one, not both/);
+    expect(() => build({ INFERGRID_POOL_ACTUATOR: "kubernetes", INFERGRID_CONTROL_TOKEN_FILE: "/nonexistent/token" })).toThrow(
+      /--control-token-file \/ INFERGRID_CONTROL_TOKEN_FILE: cannot read \/nonexistent\/token/,
+    );
+  });
 });

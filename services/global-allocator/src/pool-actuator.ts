@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { KubernetesActuator, LocalProcessActuator, type PoolActuator, TypedPools } from "@infergrid/pool-actuator";
-import type { Logger } from "@infergrid/runtime";
+import { type Logger, resolveControlToken } from "@infergrid/runtime";
 import type { AllocatorConfig } from "./config.js";
 
 /**
@@ -24,7 +24,11 @@ export function createPoolActuator(config: AllocatorConfig, instanceId: string, 
 }
 
 function single(config: AllocatorConfig, instanceId: string, logger: Logger, workload: string, instanceType?: string): PoolActuator {
-  if (config.poolActuator === "kubernetes") return new KubernetesActuator({ namespace: config.poolNamespace, workload });
+  if (config.poolActuator === "kubernetes") {
+    // Without the token a resize patches no pod: the backend could not be told its size (the actuator refuses it).
+    const controlToken = resolveControlToken(config);
+    return new KubernetesActuator({ namespace: config.poolNamespace, workload, ...(controlToken === undefined ? {} : { controlToken }) });
+  }
   const log = logger.child({ component: "local-pool", ...(instanceType ? { instanceType } : {}) });
   // Instance ids take letters, digits, - and _ only: g4dn.xlarge's backends are <id>-be-g4dn_xlarge-<n>.
   const typeTag = instanceType ? `-${instanceType.replace(/[^A-Za-z0-9_-]/g, "_")}` : "";
