@@ -201,7 +201,7 @@ export function buildProgram(): Command {
     .option("--types <type=n,...>", "with --kairos: backends per instance type, e.g. g4dn.xlarge=2,t3.xlarge=3", instanceCounts)
     .option(
       "--profiles <file>",
-      "with --kairos: the per-type latency table (default: ../shared/profiles/kairos-aws-4types.csv beside the repository); with --themis: the measured latencies (default: ../shared/profiles/measured-ort-cpu-16core.json)",
+      "with --kairos: the per-type latency table (default: ../shared/profiles/kairos-aws-4types.csv beside the repository); with --themis: the measured latencies (default: ../shared/profiles/measured-ort-cpu-16core.json) or a profile file npm run profile wrote",
     )
     .option(
       "--themis <model>",

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { processingMs } from "@infergrid/themis";
 import { describe, expect, it } from "vitest";
 import { OptionsError } from "./options.js";
@@ -39,6 +42,38 @@ describe("loadThemisSetting", () => {
     expect(problemOf(() => loadThemisSetting({ ...INPUT, profiles: "/nonexistent.json" }))).toContain("--profiles: no such file");
     expect(problemOf(() => loadThemisSetting({ ...INPUT, step: { ...STEP, atS: 40 } }))).toContain("past --duration 50");
     expect(problemOf(() => loadThemisSetting({ ...INPUT, sloMs: 5 }))).toMatch(/^--slo-ms 5: a single request takes/);
+  });
+
+  it("takes a profile file written by npm run profile: its fit as it is, for the model it names", () => {
+    const dir = mkdtempSync(join(tmpdir(), "themis-profile-"));
+    try {
+      const file = join(dir, "resnet18.json");
+      const samples = [1, 2].flatMap((cores) =>
+        [1, 2, 4].map((batch) => {
+          const ms = (14 * batch) / cores + 6 * batch;
+          return { batch, cores, ms, minMs: ms, maxMs: ms, fittedMs: ms };
+        }),
+      );
+      const written = {
+        model: "resnet18",
+        machine: { cpuModel: "test CPU", cores: 2, platform: "linux", runtime: "onnxruntime-node 1.30.0" },
+        date: "2026-11-24T18:00:00.000Z",
+        profile: { gamma: 14, eps: 0, delta: 6, eta: 0 },
+        fit: { meanAbsPctError: 0.05, maxAbsPctError: 0.18, rmseMs: 3.4 },
+        method: { warmups: 2, runs: 5, statistic: "median", pinnedCpus: true, loadAverage: 0.5 },
+        samples,
+        resizes: [{ fromCores: 1, toCores: 2, ms: 885 }],
+      };
+      writeFileSync(file, JSON.stringify(written));
+      const t = loadThemisSetting({ ...INPUT, profiles: file });
+      expect(t.fit).toEqual({ profile: written.profile, ...written.fit, samples: 6 });
+      expect(t.service.spec.model?.themis).toMatchObject({ gamma: 14, delta: 6 });
+      expect(problemOf(() => loadThemisSetting({ ...INPUT, model: "resnet34", profiles: file }))).toMatch(
+        /^--profiles: .*resnet18\.json is the profile of "resnet18", not of --themis resnet34/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("serves mobilenet_v3_small under a name services may have", () => {

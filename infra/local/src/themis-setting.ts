@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { control } from "@infergrid/proto";
 import { repoRoot, serviceEntry } from "@infergrid/testkit";
-import { fitThemisProfile, measuredSamples, type ProfileFit, processingMs } from "@infergrid/themis";
+import { fitThemisProfile, measuredSamples, type ProfileFit, processingMs, themisProfileFileSchema } from "@infergrid/themis";
 import { makeTrace } from "@infergrid/workload";
 import type { DemoService } from "./catalogue.js";
 import { OptionsError } from "./options.js";
@@ -69,10 +69,21 @@ export function loadThemisSetting(input: ThemisSettingInput): ThemisSetting {
     throw new OptionsError(`--profiles: ${profilesFile} is not JSON: ${err instanceof Error ? err.message : String(err)}`);
   }
   let fit: ProfileFit;
-  try {
-    fit = fitThemisProfile(measuredSamples(json, input.model));
-  } catch (err) {
-    throw new OptionsError(`--themis: ${err instanceof Error ? err.message : String(err)}`);
+  // A file `npm run profile` wrote on this machine names its model and carries its fit; any other file is a
+  // table of measurements (the shared ones' layout) fitted here.
+  const profiled = themisProfileFileSchema.safeParse(json);
+  if (profiled.success) {
+    const file = profiled.data;
+    if (file.model !== input.model) {
+      throw new OptionsError(`--profiles: ${profilesFile} is the profile of "${file.model}", not of --themis ${input.model}`);
+    }
+    fit = { profile: file.profile, ...file.fit, samples: file.samples.length };
+  } else {
+    try {
+      fit = fitThemisProfile(measuredSamples(json, input.model));
+    } catch (err) {
+      throw new OptionsError(`--themis: ${err instanceof Error ? err.message : String(err)}`);
+    }
   }
   const { step } = input;
   if (step.atS + step.forS > step.durationS)
