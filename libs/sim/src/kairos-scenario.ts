@@ -10,7 +10,7 @@ import { type BatchMix, buildCatalogue, catalogueSpecSchema, type InstanceType }
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { resolveInput } from "./paths.js";
-import { formatIssues, ScenarioError } from "./scenario.js";
+import { formatIssues, readScenarioData, ScenarioError } from "./scenario.js";
 
 export const KAIROS_POLICIES = ["infergrid", "kairos", "homogeneous", "kairos-fcfs", "random"] as const;
 export type KairosPolicy = (typeof KAIROS_POLICIES)[number];
@@ -84,19 +84,7 @@ export function scenarioKind(path: string): string | undefined {
 /** Reads, validates and resolves a Kairos scenario; its profile table is read by path. Throws ScenarioError. */
 export function loadKairosScenario(path: string, profilesDir: string): KairosScenario {
   const file = resolve(path);
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new ScenarioError(path, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`]);
-  }
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length > 0)
-    throw new ScenarioError(
-      path,
-      doc.errors.map((e) => e.message.split("\n")[0] ?? e.message),
-    );
-  const parsed = kairosScenarioSchema.safeParse(doc.toJS());
+  const parsed = kairosScenarioSchema.safeParse(readScenarioData(path));
   if (!parsed.success) throw new ScenarioError(path, formatIssues(parsed.error.issues));
   const { catalogue, ...rest } = parsed.data;
   const profilesFile = resolveInput(catalogue.profiles, dirname(file), profilesDir);

@@ -565,16 +565,32 @@ export function scenarioFromData(data: unknown, context: { name: string; source?
   return { name: context.name, ...(context.dir === undefined ? {} : { dir: context.dir }), ...parsed.data };
 }
 
-/** Parses a scenario's text (YAML, which includes JSON). Throws ScenarioError, with line and column for syntax errors. */
-export function parseScenario(text: string, context: { name: string; source?: string; dir?: string }): Experiment {
-  const source = context.source ?? context.name;
+/** A scenario's text (YAML, which includes JSON) as data. Throws ScenarioError, with line and column for syntax errors. */
+function parseScenarioData(text: string, source: string): unknown {
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0)
     throw new ScenarioError(
       source,
       doc.errors.map((e) => (e.message.split("\n")[0] ?? e.message).replace(/:$/, "")),
     );
-  const data: unknown = doc.toJS();
+  return doc.toJS();
+}
+
+/** A scenario file's data, for the scenario kinds that validate it with their own schema. Throws ScenarioError. */
+export function readScenarioData(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(resolve(path), "utf8");
+  } catch (err) {
+    throw new ScenarioError(path, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`]);
+  }
+  return parseScenarioData(text, path);
+}
+
+/** Parses a scenario's text (YAML, which includes JSON). Throws ScenarioError, with line and column for syntax errors. */
+export function parseScenario(text: string, context: { name: string; source?: string; dir?: string }): Experiment {
+  const source = context.source ?? context.name;
+  const data = parseScenarioData(text, source);
   if (data === null || data === undefined) throw new ScenarioError(source, ["(top level): the file is empty"]);
   return scenarioFromData(data, { ...context, source });
 }

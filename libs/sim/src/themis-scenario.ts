@@ -8,10 +8,9 @@
 import { readFileSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import { fitThemisProfile, measuredSamples, POLICY_NAMES, type PolicyName, type ThemisProfile } from "@infergrid/themis";
-import { parseDocument } from "yaml";
 import { z } from "zod";
 import { resolveInput } from "./paths.js";
-import { formatIssues, ScenarioError } from "./scenario.js";
+import { formatIssues, readScenarioData, ScenarioError } from "./scenario.js";
 
 /** The Azure file's days 10-12 (minutes 2880-7199) are the evaluation hold-out: no scenario of this kind reads them. */
 export const AZURE_TRACE = "azure-functions-2019-12fn-days8-12-per-minute.csv";
@@ -114,19 +113,7 @@ export function loadDurationMs(load: ThemisLoad): number {
 /** Reads, validates and resolves a Themis scenario. Throws ScenarioError naming the bad field. */
 export function loadThemisScenario(path: string, profilesDir: string, tracesDir: string): ThemisScenario {
   const file = resolve(path);
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new ScenarioError(path, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`]);
-  }
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length > 0)
-    throw new ScenarioError(
-      path,
-      doc.errors.map((e) => e.message.split("\n")[0] ?? e.message),
-    );
-  const parsed = themisScenarioSchema.safeParse(doc.toJS());
+  const parsed = themisScenarioSchema.safeParse(readScenarioData(path));
   if (!parsed.success) throw new ScenarioError(path, formatIssues(parsed.error.issues));
   const { profile: profileSpec, ...rest } = parsed.data;
   const problems: string[] = [];
