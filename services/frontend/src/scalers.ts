@@ -57,25 +57,9 @@ export class SwayamScaler implements ServiceScaler {
  * batching-aware model, and every backend of its list kept warm: the frontends use the whole list (n = its
  * length) and must not size it again with Swayam's one-request-at-a-time queueing model.
  */
-export class WholeListScaler implements ServiceScaler {
-  n = 1;
-  private frontends = 1;
-
-  recordArrival(): void {}
-
-  observeReply(_backendId: string, frontendsSeen: number): void {
-    this.frontends = Math.max(1, frontendsSeen);
-  }
-
-  decide(_now: number, { service }: ScaleInputs): ScaleOutcome {
-    this.n = Math.max(1, service.backends.length);
-    return {
-      n: this.n,
-      reason: "themis: the allocator sizes the list",
-      frontendsEstimate: this.frontends,
-      globalRatePerSec: 0,
-      shortfall: 0,
-    };
+export class WholeListScaler extends StaticScaler {
+  constructor() {
+    super((service) => Math.max(1, service.backends.length), "themis: the allocator sizes the list");
   }
 }
 

@@ -24,10 +24,16 @@ export interface ServiceScaler {
   readonly n: number;
 }
 
-/** n = the allocator's min_warm (or the spec's initial size): no scaling of its own. */
+/** n = the allocator's min_warm (or the spec's initial size), or what `prefix` says: no scaling of its own. */
 export class StaticScaler implements ServiceScaler {
   n = 1;
   private frontends = 1;
+
+  constructor(
+    private readonly prefix: (service: ScaleInputs["service"]) => number = (s) =>
+      staticPrefixLength(s.minWarm, s.initialBackends, s.backends.length),
+    private readonly reason = "static",
+  ) {}
 
   recordArrival(): void {}
 
@@ -36,7 +42,7 @@ export class StaticScaler implements ServiceScaler {
   }
 
   decide(_now: number, { service }: ScaleInputs): ScaleOutcome {
-    this.n = staticPrefixLength(service.minWarm, service.initialBackends, service.backends.length);
-    return { n: this.n, reason: "static", frontendsEstimate: this.frontends, globalRatePerSec: 0, shortfall: 0 };
+    this.n = this.prefix(service);
+    return { n: this.n, reason: this.reason, frontendsEstimate: this.frontends, globalRatePerSec: 0, shortfall: 0 };
   }
 }
