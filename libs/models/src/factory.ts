@@ -1,21 +1,11 @@
-import type { Lognormal, Random } from "@infergrid/core";
-import type { LatencyProfile } from "@infergrid/kairos";
-import { EmulatedModel, type Sleep, type ThemisLatency } from "./emulated-model.js";
+import type { Random } from "@infergrid/core";
+import { EmulatedModel, type EmulatedModelOptions, type Sleep } from "./emulated-model.js";
 import { OnnxModel } from "./onnx-model.js";
 import { ModelNotFoundError, type ModelRuntime } from "./types.js";
 
 /** Plain data, so it can come from a deployment's JSON config. */
 export type ModelSpec =
-  | {
-      kind: "emulated";
-      name?: string;
-      profile: Lognormal;
-      batchProfile?: LatencyProfile;
-      /** Themis's l(b, c): a batch's time on its current cores (EmulatedModel.themis). */
-      themis?: ThemisLatency;
-      cores?: number;
-      coldStartMs: number;
-    }
+  | ({ kind: "emulated" } & Omit<EmulatedModelOptions, "random" | "sleep">)
   | { kind: "onnx"; model: string; intraOpThreads?: number; maxBatch?: number };
 
 export interface ModelRuntimeDeps {
