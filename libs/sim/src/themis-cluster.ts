@@ -151,8 +151,12 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
     b.chargedSince = now;
   };
 
+  // What the backend-worker admits for a service sized by Themis, at its batch size and cores now.
+  const admitted = (batch: number, c: number): number =>
+    admittedRequests(batch, { batchMs: processingMs(s.profile, batch, c), sloMs: s.sloMs });
+
   const newBackend = (c: number, batch: number, readyAtMs: number): Backend => {
-    const machine = new BackendMachine({ concurrency: admittedRequests(batch), idleTimeoutMs: Number.POSITIVE_INFINITY });
+    const machine = new BackendMachine({ concurrency: admitted(batch, c), idleTimeoutMs: Number.POSITIVE_INFINITY });
     machine.warmUp(now, SERVICE);
     const b: Backend = {
       idx: backends.length,
@@ -241,9 +245,10 @@ export function runThemisCluster(setting: ThemisClusterSetting, policy: ScalingP
   };
 
   const setBatch = (b: Backend, batch: number): void => {
-    if (batch === b.batch && b.former.timeoutMs === timeoutFor(batch, b.cores)) return;
+    if (batch === b.batch && b.former.timeoutMs === timeoutFor(batch, b.cores) && b.machine.concurrency === admitted(batch, b.cores))
+      return;
     b.batch = batch;
-    b.machine.resize(admittedRequests(batch));
+    b.machine.resize(admitted(batch, b.cores));
     apply(b, b.former.resize(now, batch, timeoutFor(batch, b.cores)));
     pump(b);
   };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BatchFormer } from "./batch-former.js";
+import { admittedRequests, BatchFormer, MAX_ADMITTED_BATCHES } from "./batch-former.js";
 
 describe("BatchFormer", () => {
   it("with b = 1 and no timeout runs each request alone, the next at the previous one's finish", () => {
@@ -108,5 +108,23 @@ describe("BatchFormer", () => {
     expect(() => new BatchFormer({ maxBatch: 0, timeoutMs: 0 })).toThrow(/maxBatch/);
     expect(() => new BatchFormer({ maxBatch: 1.5, timeoutMs: 0 })).toThrow(/maxBatch/);
     expect(() => new BatchFormer({ maxBatch: 1, timeoutMs: -1 })).toThrow(/timeoutMs/);
+  });
+});
+
+describe("admittedRequests", () => {
+  it("is one without batching (Swayam's backend never queues) and a batch running plus one forming with it", () => {
+    expect(admittedRequests(1)).toBe(1);
+    expect(admittedRequests(4)).toBe(8);
+  });
+
+  it("for a backend sized by Themis, is the batches it finishes within half the SLO, at least 2 and at most the cap", () => {
+    // ResNet-18 on 8 cores at batch 1: 7.8 ms a batch, SLO 1000 ms -> 64 batches wait at most 500 ms.
+    expect(admittedRequests(1, { batchMs: 7.8, sloMs: 1000 })).toBe(64);
+    expect(admittedRequests(4, { batchMs: 100, sloMs: 1000 })).toBe(20);
+    // A batch longer than the SLO still runs one and forms the next.
+    expect(admittedRequests(16, { batchMs: 1090, sloMs: 1000 })).toBe(32);
+    expect(admittedRequests(1, { batchMs: 0.01, sloMs: 1000 })).toBe(MAX_ADMITTED_BATCHES);
+    // No SLO known (an assignment that does not carry it): a batch running and one forming.
+    expect(admittedRequests(1, { batchMs: 7.8, sloMs: 0 })).toBe(2);
   });
 });

@@ -33,6 +33,8 @@ interface Options {
   batchTimeoutMs?: number;
   cores?: number;
   controlToken?: string;
+  /** The service's SLO the assignment carries. */
+  sloMs?: number;
 }
 
 async function warmBatchWorker(o: Options = {}) {
@@ -61,6 +63,7 @@ async function warmBatchWorker(o: Options = {}) {
       service: SERVICE,
       version: 1,
       model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0, locMs: 1, scaleMs: 0 }, coldStartMs: 0, themis: THEMIS },
+      latencySloMs: o.sloMs ?? 0,
     }),
   );
   worker.warmUp({ service: SERVICE });
@@ -121,6 +124,30 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
       maxBatch: 4,
       batchTimeoutMs: Number.POSITIVE_INFINITY,
     });
+  });
+
+  it("a service sized by Themis admits the batches its backend finishes within half the SLO, again after each resize", async () => {
+    const { worker, machine } = await warmBatchWorker({ maxBatch: 1, batchTimeoutMs: 0, cores: 4, sloMs: 1000, controlToken: TOKEN });
+    // l(1, 4) = 12.5 ms: 40 batches of 1 within 500 ms.
+    expect(machine.concurrency).toBe(40);
+    await worker.resize({ cores: 1, maxBatch: 2 }, controlMetadata(TOKEN));
+    // l(2, 1) = 57 ms: 8 batches of 2.
+    expect(machine.concurrency).toBe(16);
+  });
+
+  it("at batch 1 with no SLO in its assignment, a service sized by Themis keeps the next request waiting (2 admitted)", async () => {
+    const { worker, gate, machine } = await warmBatchWorker({ maxBatch: 1, batchTimeoutMs: 0, cores: 4 });
+    expect(machine.concurrency).toBe(2);
+    const first = execute(worker);
+    const second = execute(worker);
+    await settle();
+    expect(gate.calls.map((c) => c.ms)).toEqual([l(1, 4)]);
+    expect((await worker.execute({ service: SERVICE, frontendId: "fe-2" })).status).toBe(S.EXECUTE_STATUS_REFUSED_BUSY);
+    gate.calls[0]?.end();
+    // The waiting one starts as soon as the model frees, with no new call needed.
+    await vi.waitFor(() => expect(gate.calls).toHaveLength(2), { timeout: 1000, interval: 1 });
+    gate.calls[1]?.end();
+    for (const r of [first, second]) expect((await r.reply).computeMs).toBe(l(1, 4));
   });
 
   it("closes a partial batch at the timeout after its first request", async () => {

@@ -21,6 +21,7 @@ import {
   BatchFormer,
   type BatchStep,
 } from "@infergrid/swayam";
+import { processingMs } from "@infergrid/themis";
 import { type BatchAnswer, runBatch } from "./batch-run.js";
 import { MAX_BATCH_BOUND } from "./config.js";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
@@ -224,7 +225,34 @@ export class Worker {
       // Draining takes no new request, so a partial batch would wait for its b-th forever: it runs as it is.
       else if (before) this.applyStep(this.former.resize(this.now(), this.former.maxBatch, 0));
       this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING);
+      this.admit();
     }
+  }
+
+  /**
+   * Sets how many requests the machine admits (admittedRequests): a service whose model has a Themis profile
+   * is sized by a batching-aware policy, so its backend admits the batches it can finish within half the SLO
+   * (at its current batch size and cores: called again after every resize).
+   */
+  private admit(): void {
+    if (this.independent) return;
+    const themis = this.assignment?.model?.themis;
+    const b = this.former.maxBatch;
+    const pipelining =
+      themis == null
+        ? undefined
+        : {
+            batchMs: processingMs(
+              { gamma: themis.gamma ?? 0, eps: themis.eps ?? 0, delta: themis.delta ?? 0, eta: themis.eta ?? 0 },
+              b,
+              this.cores,
+            ),
+            sloMs: this.assignment?.latencySloMs ?? 0,
+          };
+    const admitted = admittedRequests(b, pipelining);
+    if (admitted === this.machine.concurrency) return;
+    this.machine.resize(admitted);
+    this.serveParked();
   }
 
   warmUp(req: backend.WarmUpRequest.$Properties): backend.WarmUpReply.$Properties {
@@ -431,11 +459,8 @@ export class Worker {
       }
       this.cores = cores;
     } else if (cores !== 0) this.cores = cores;
-    if (maxBatch !== 0 && maxBatch !== this.former.maxBatch) {
-      if (!this.independent) this.machine.resize(admittedRequests(maxBatch));
-      this.applyStep(this.former.resize(this.now(), maxBatch));
-      this.serveParked();
-    }
+    if (maxBatch !== 0 && maxBatch !== this.former.maxBatch) this.applyStep(this.former.resize(this.now(), maxBatch));
+    this.admit();
     const report = this.report();
     this.logger.info({ cores: report.cores, maxBatch: report.maxBatch, resizeMs }, "resized in place");
     return { report, cores: report.cores ?? this.cores, maxBatch: this.former.maxBatch, resizeMs };

@@ -721,7 +721,8 @@ export class Allocator {
     const previous = this.assignments.get(id);
     // Versions only grow, across restarts too: a backend compares them to spot a new assignment.
     const version = Math.max((previous?.version ?? 0) + 1, now);
-    await this.actuator.putAssignment({ backendId: id, service, model, version, updatedAtUnixMs: now });
+    const latencySloMs = (service && this.services.get(service)?.entry.spec?.sla?.latencyThresholdMs) || 0;
+    await this.actuator.putAssignment({ backendId: id, service, model, version, updatedAtUnixMs: now, latencySloMs });
     this.assignments.set(id, { service, version, updatedAt: now, acknowledged: false, since: now });
   }
 
