@@ -2,14 +2,12 @@
  * The CLI's path for `kind: kairos` scenarios: validate, run every policy and seed with a progress bar, print
  * the table and write report.md and results.json to .runtime/sim/<name>/ (or --out).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { SingleBar } from "cli-progress";
 import type { CliIO, Options } from "./cli.js";
 import { kairosMarkdown, runKairosScenario } from "./kairos-experiment.js";
 import { KAIROS_POLICIES, type KairosPolicy, loadKairosScenario } from "./kairos-scenario.js";
 import { defaultProfilesDir, repoRoot } from "./paths.js";
-import { ScenarioError } from "./scenario.js";
+import { asScenarioError, startRunBar, writeRunOutput } from "./run-output.js";
 
 const isKairosPolicy = (p: string): p is KairosPolicy => (KAIROS_POLICIES as readonly string[]).includes(p);
 
@@ -49,29 +47,19 @@ export function runKairosCli(file: string, opts: Options, io: CliIO): number {
     return 0;
   }
   const out = resolve(opts.out ?? join(repoRoot(), ".runtime", "sim", scenario.name));
-  const bar = new SingleBar({
-    format: "{bar} {value}/{total} runs | {duration_formatted}",
-    hideCursor: true,
-    clearOnComplete: true,
-    stream: io.stderr,
-  });
   const t0 = performance.now();
-  bar.start(scenario.policies.length * scenario.seeds.length, 0);
+  const bar = startRunBar(scenario.policies.length * scenario.seeds.length, io);
   let result: ReturnType<typeof runKairosScenario>;
   try {
     result = runKairosScenario(scenario, (done) => bar.update(done));
   } catch (err) {
-    // A budget no configuration meets, or a mix no type can serve: the scenario is at fault, and says why.
-    if (err instanceof Error && !(err instanceof ScenarioError)) throw new ScenarioError(file, [err.message]);
-    throw err;
+    throw asScenarioError(file, err);
   } finally {
     bar.stop();
   }
   const markdown = kairosMarkdown(result);
-  mkdirSync(out, { recursive: true });
-  writeFileSync(join(out, "report.md"), markdown);
   const { types: _types, ...scenarioData } = result.scenario;
-  writeFileSync(join(out, "results.json"), JSON.stringify({ ...result, scenario: scenarioData }, null, 1));
-  io.stdout.write(`${markdown}\nwrote ${join(out, "report.md")}, results.json (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
+  const report = writeRunOutput(out, markdown, { ...result, scenario: scenarioData });
+  io.stdout.write(`${markdown}\nwrote ${report}, results.json (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
   return 0;
 }

@@ -2,12 +2,11 @@
  * The CLI's path for `kind: themis` scenarios: validate, run every policy and seed with a progress bar, print
  * the table and write report.md and results.json to .runtime/sim/<name>/ (or --out).
  */
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { POLICY_NAMES, type PolicyName } from "@infergrid/themis";
-import { SingleBar } from "cli-progress";
 import type { CliIO, Options } from "./cli.js";
 import { defaultProfilesDir, defaultTracesDir, repoRoot } from "./paths.js";
+import { asScenarioError, startRunBar, writeRunOutput } from "./run-output.js";
 import { ScenarioError } from "./scenario.js";
 import { runThemisScenario, type ThemisScenarioResult, themisMarkdown } from "./themis-experiment.js";
 import { loadThemisScenario, type ThemisScenario } from "./themis-scenario.js";
@@ -59,29 +58,20 @@ export async function runThemisCli(file: string, opts: Options, io: CliIO): Prom
     return 0;
   }
   const out = resolve(opts.out ?? join(repoRoot(), ".runtime", "sim", scenario.name));
-  const bar = new SingleBar({
-    format: "{bar} {value}/{total} runs | {duration_formatted}",
-    hideCursor: true,
-    clearOnComplete: true,
-    stream: io.stderr,
-  });
-  bar.start(scenario.policies.length * scenario.seeds.length, 0);
+  const bar = startRunBar(scenario.policies.length * scenario.seeds.length, io);
   let result: ThemisScenarioResult;
   try {
     // A steps load is short: its report shows what each policy did, tick by tick.
     result = await runThemisScenario(scenario, { timeline: scenario.load.kind === "steps", onRun: (done) => bar.update(done) });
   } catch (err) {
-    if (err instanceof Error && !(err instanceof ScenarioError)) throw new ScenarioError(file, [err.message]);
-    throw err;
+    throw asScenarioError(file, err);
   } finally {
     bar.stop();
   }
   const markdown = themisMarkdown(result);
-  mkdirSync(out, { recursive: true });
-  writeFileSync(join(out, "report.md"), markdown);
-  writeFileSync(join(out, "results.json"), JSON.stringify(result, null, 1));
+  const report = writeRunOutput(out, markdown, result);
   io.stdout.write(
-    `${markdown.split("\n## What each policy did")[0]}\nwrote ${join(out, "report.md")}, results.json (${(result.wallMs / 1000).toFixed(1)} s)\n`,
+    `${markdown.split("\n## What each policy did")[0]}\nwrote ${report}, results.json (${(result.wallMs / 1000).toFixed(1)} s)\n`,
   );
   return 0;
 }
