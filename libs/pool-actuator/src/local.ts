@@ -38,11 +38,6 @@ export interface LocalActuatorOptions {
    * here, the backend's own (its --max-cores).
    */
   nodeCores?: number;
-  /**
-   * How a backend is told its new size, given the pool's control token; default: its Resize RPC
-   * (grpcBackendResizer).
-   */
-  backendResizer?: (controlToken: string) => BackendResizer;
 }
 
 interface Child {
@@ -70,14 +65,12 @@ export class LocalProcessActuator implements PoolActuator {
   private queue: Promise<void> = Promise.resolve();
   /** The secret a Resize call must carry; only this process and the backends it starts know it. */
   private readonly controlToken = randomBytes(32).toString("base64url");
-  private readonly grpc: GrpcBackendResizer | undefined;
-  private readonly resizer: BackendResizer;
+  /** Backends are told their size through their Resize RPC. */
+  private readonly grpc: GrpcBackendResizer = grpcBackendResizer(this.controlToken);
 
   constructor(private readonly options: LocalActuatorOptions) {
     if (options.cores !== undefined) checkCores(options.cores);
     if (options.nodeCores !== undefined) checkCores(options.nodeCores);
-    this.grpc = options.backendResizer ? undefined : grpcBackendResizer(this.controlToken);
-    this.resizer = options.backendResizer?.(this.controlToken) ?? (this.grpc as GrpcBackendResizer).resize;
   }
 
   async currentSize(): Promise<number> {
@@ -109,7 +102,7 @@ export class LocalProcessActuator implements PoolActuator {
     if (!child.ready || child.grpcAddress === undefined) throw new ResizeError(`${what}: it is not ready yet`, "backend");
     let told: Awaited<ReturnType<BackendResizer>>;
     try {
-      told = await this.resizer({ memberId, address: child.grpcAddress, cores, ...(maxBatch !== undefined ? { maxBatch } : {}) });
+      told = await this.grpc.resize({ memberId, address: child.grpcAddress, cores, ...(maxBatch !== undefined ? { maxBatch } : {}) });
     } catch (err) {
       throw new ResizeError(`${what}: ${err instanceof Error ? err.message : String(err)}`, "backend", { cause: err });
     }
@@ -126,7 +119,7 @@ export class LocalProcessActuator implements PoolActuator {
 
   async close(): Promise<void> {
     await this.scaleTo(0);
-    this.grpc?.close();
+    this.grpc.close();
   }
 
   /** The process id of a live backend (drills and tests kill backends by hand). */
