@@ -47,6 +47,12 @@ function ownProfile(model: control.ModelSpec.$Properties | null | undefined, ins
   return mine && { points: (mine.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 })) };
 }
 
+/** The model's Themis profile with its defaults applied, or undefined when it has none. */
+function themisOf(model: control.ModelSpec.$Properties | null | undefined) {
+  const t = model?.themis;
+  return t ? { gamma: t.gamma ?? 0, eps: t.eps ?? 0, delta: t.delta ?? 0, eta: t.eta ?? 0, spread: t.spread ?? 0 } : undefined;
+}
+
 /**
  * The runtime spec for an assignment's model on this backend. A model with per-instance-type profiles
  * (Kairos) runs on this backend's type's profile; a type it has none for is an error (the allocator assigns
@@ -69,12 +75,12 @@ export function toModelSpec(
       `the model has profiles for instance types ${typed.map((t) => t.instanceType).join(", ")}, not for this backend's type "${instanceType}"`,
     );
   }
-  const t = model?.themis;
+  const t = themisOf(model);
   return {
     kind: "emulated",
     profile: { shape: p?.shape ?? 0, loc: p?.locMs ?? 0, scale: p?.scaleMs ?? 0 },
     ...(batchProfile === undefined ? {} : { batchProfile }),
-    ...(t ? { themis: { gamma: t.gamma ?? 0, eps: t.eps ?? 0, delta: t.delta ?? 0, eta: t.eta ?? 0, spread: t.spread ?? 0 }, cores } : {}),
+    ...(t ? { themis: t, cores } : {}),
     coldStartMs: model?.coldStartMs ?? 0,
   };
 }
@@ -236,19 +242,9 @@ export class Worker {
    */
   private admit(): void {
     if (this.independent) return;
-    const themis = this.assignment?.model?.themis;
+    const themis = themisOf(this.assignment?.model);
     const b = this.former.maxBatch;
-    const pipelining =
-      themis == null
-        ? undefined
-        : {
-            batchMs: processingMs(
-              { gamma: themis.gamma ?? 0, eps: themis.eps ?? 0, delta: themis.delta ?? 0, eta: themis.eta ?? 0 },
-              b,
-              this.cores,
-            ),
-            sloMs: this.assignment?.latencySloMs ?? 0,
-          };
+    const pipelining = themis && { batchMs: processingMs(themis, b, this.cores), sloMs: this.assignment?.latencySloMs ?? 0 };
     const admitted = admittedRequests(b, pipelining);
     if (admitted === this.machine.concurrency) return;
     this.machine.resize(admitted);
