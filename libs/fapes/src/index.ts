@@ -1,0 +1,4 @@
+export * from "./grace.js";
+export * from "./headroom.js";
+export * from "./loan-plan.js";
+export * from "./reclaim.js";
