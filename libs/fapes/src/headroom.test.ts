@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { HeadroomLearner } from "./headroom.js";
+
+const settings = { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 };
+
+describe("the learned headroom", () => {
+  it("is the floor before any rise", () => {
+    const h = new HeadroomLearner(settings);
+    expect(h.headroom()).toBe(1);
+    for (let t = 0; t < 100_000; t += 10_000) h.observe(t, 5);
+    expect(h.headroom()).toBe(1);
+  });
+
+  it("is the largest rise within one lead time, not a slow climb", () => {
+    const h = new HeadroomLearner(settings);
+    // A slow climb of one backend per 40 s (never two within 30 s), then a burst of 4 within 20 s.
+    let t = 0;
+    for (let u = 2; u <= 6; u++, t += 40_000) h.observe(t, u);
+    expect(h.headroom()).toBe(1);
+    h.observe(t, 6);
+    h.observe(t + 10_000, 8);
+    h.observe(t + 20_000, 10);
+    expect(h.headroom()).toBe(4);
+  });
+
+  it("forgets a rise older than its memory", () => {
+    const h = new HeadroomLearner(settings);
+    h.observe(0, 2);
+    h.observe(10_000, 9);
+    expect(h.headroom()).toBe(7);
+    for (let t = 20_000; t <= 700_000; t += 10_000) h.observe(t, 9);
+    expect(h.headroom()).toBe(1);
+  });
+
+  it("refuses settings that cannot work", () => {
+    expect(() => new HeadroomLearner({ leadTimeMs: 0, memoryMs: 1, floor: 0 })).toThrow(RangeError);
+  });
+});
