@@ -117,7 +117,7 @@ describe("loaning", () => {
       fc.property(
         fc.integer({ min: 0, max: 20 }),
         fc.integer({ min: 0, max: 25 }),
-        fc.array(fc.constantFrom("a", "b", "c", ""), { maxLength: 12 }),
+        fc.array(fc.constantFrom<string>("a", "b", "c", ""), { maxLength: 12 }),
         fc.integer({ min: 0, max: 4 }),
         (live, need, loanJobs, returning) => {
           const loans = loanJobs.slice(0, Math.max(0, live - returning)).map((j, i) => ({ id: `l${i}`, jobs: j ? [j] : [] }));
