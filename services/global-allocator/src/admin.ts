@@ -24,5 +24,17 @@ export function adminHandlers(allocator: Allocator, logger: Logger, now: () => n
     GetClusterState: unaryHandler<admin.GetClusterStateRequest.$Properties, control.ClusterState.$Properties>(log, async () =>
       allocator.clusterState(now()),
     ),
+    SubmitJob: unaryHandler<admin.SubmitJobRequest.$Properties, admin.SubmitJobReply.$Properties>(log, (req) =>
+      allocator.submitJob(req.spec, now),
+    ),
+    GetJob: unaryHandler<admin.GetJobRequest.$Properties, control.BestEffortJob.$Properties>(log, async (req) =>
+      allocator.getJob(req.name ?? ""),
+    ),
+    ListJobs: unaryHandler<admin.ListJobsRequest.$Properties, admin.ListJobsReply.$Properties>(log, async () => ({
+      jobs: allocator.listJobs(),
+    })),
+    CancelJob: unaryHandler<admin.CancelJobRequest.$Properties, control.BestEffortJob.$Properties>(log, (req) =>
+      allocator.cancelJob(req.name ?? "", now),
+    ),
   };
 }

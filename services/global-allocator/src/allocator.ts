@@ -11,6 +11,7 @@ import { servingProblem } from "@infergrid/kairos";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
 import type { Actuator } from "./actuator.js";
+import { type JobsPort, LoanManager, type LoanOptions } from "./loans.js";
 import { BackendPool } from "./pool.js";
 import { normalizeSpec, type SpecDefaults, sameSpec, serviceModelOf } from "./spec.js";
 import type { ListTarget, ThemisService } from "./themis-controller.js";
@@ -50,6 +51,8 @@ export interface AllocatorOptions {
    * entries that leave first); undefined: the policy sizes it as any other. min_warm is then the whole list.
    */
   listTarget?: (service: string) => ListTarget | undefined;
+  /** Best-effort jobs on loaned backends (FaPES): the job store and the loan settings; undefined: no loaning. */
+  jobs?: { store: JobsPort; loan: LoanOptions; onPreempted?(job: string): void };
 }
 
 interface ServiceRecord {
@@ -125,6 +128,8 @@ export class Allocator {
   private typedPlannedAt = Number.NEGATIVE_INFINITY;
   /** Per backend, the size its last heartbeat reported (cores, largest batch). */
   private readonly sizes = new Map<string, { cores: number; maxBatch: number }>();
+  /** Best-effort jobs and their loaned backends; undefined when loaning is off. */
+  private readonly loans: LoanManager | undefined;
   /** Asks the control loop for a reconcile soon (membership changed). */
   wake: () => void = () => {};
 
@@ -135,6 +140,23 @@ export class Allocator {
   ) {
     this.pool = new BackendPool(options.ttlMs);
     this.members = new MembershipTable<control.Role>(options.ttlMs);
+    const jobs = options.jobs;
+    this.loans =
+      jobs &&
+      new LoanManager(
+        jobs.store,
+        (id, job, spec) => this.writeLoan(id, job, spec, Date.now()),
+        logger.child({ component: "loans" }),
+        jobs.loan,
+        jobs.onPreempted ? { onPreempted: jobs.onPreempted } : {},
+      );
+  }
+
+  /** After a restart: the stored jobs and the loans the registry's assignments show; then their store revisions. */
+  async restoreJobs(jobs: readonly control.BestEffortJob[], assignments: readonly control.BackendAssignment[], now: number): Promise<void> {
+    if (!this.loans) return;
+    this.loans.restore(jobs, assignments, now);
+    await this.loans.load();
   }
 
   /** Takes over the registry as found: lists keep their order, their backends get a ttl to show up. */
@@ -180,6 +202,7 @@ export class Allocator {
     const a = this.assignments.get(hb.id);
     const report = hb.backend;
     if (report) this.sizes.set(hb.id, { cores: Math.max(1, report.cores || 1), maxBatch: Math.max(1, report.maxBatch || 1) });
+    if (report) this.loans?.onBackendReport(hb.id, report);
     if (!a?.service || !report) return;
     if (report.service === a.service) {
       a.acknowledged = true;
@@ -351,6 +374,7 @@ export class Allocator {
           instanceType: m.info.instanceType,
           cores: this.sizes.get(m.id)?.cores ?? 1,
           maxBatch: this.sizes.get(m.id)?.maxBatch ?? 1,
+          job: this.loans?.jobOf(m.id) ?? "",
         })),
       members: this.members
         .all()
@@ -360,7 +384,52 @@ export class Allocator {
       atUnixMs: now,
       instanceTypes: perType.types,
       costPerHour: perType.costPerHour,
+      jobs: this.loans?.list() ?? [],
+      loanedBackends: this.loans?.held().size ?? 0,
     };
+  }
+
+  // ---- best-effort jobs (admin) ----------------------------------------------------------------
+
+  private jobsOrRefuse(): LoanManager {
+    if (!this.loans) throw new GrpcStatusError(grpc.status.FAILED_PRECONDITION, "best-effort jobs are off in this allocator (--loans off)");
+    return this.loans;
+  }
+
+  submitJob(spec: control.BestEffortJobSpec.$Properties | null | undefined, now: () => number) {
+    const loans = this.jobsOrRefuse();
+    return this.serial(async () => {
+      const out = await loans.submit(spec, now());
+      this.wake();
+      return out;
+    });
+  }
+
+  getJob(name: string): control.BestEffortJob {
+    return this.jobsOrRefuse().get(name);
+  }
+
+  listJobs(): control.BestEffortJob[] {
+    return this.jobsOrRefuse().list();
+  }
+
+  cancelJob(name: string, now: () => number): Promise<control.BestEffortJob> {
+    const loans = this.jobsOrRefuse();
+    return this.serial(async () => {
+      const out = await loans.cancel(name, now());
+      this.wake();
+      return out;
+    });
+  }
+
+  /** The best-effort jobs (none when loaning is off). */
+  jobsOrNone(): control.BestEffortJob[] {
+    return this.loans?.list() ?? [];
+  }
+
+  /** Backends loaned to best-effort jobs, being returned included. */
+  loanedCount(): number {
+    return this.loans?.held().size ?? 0;
   }
 
   snapshot(now: number): PoolSnapshot {
@@ -481,10 +550,13 @@ export class Allocator {
   /** The pool as the last control step saw it; undefined while the allocator cannot judge it (settling, deaf, no step yet). */
   poolView(now: number): PoolView | undefined {
     if (!this.planned || this.deaf || now < this.settleUntil) return undefined;
+    // A loaned backend counts as free for the pool: best-effort jobs use the pool the inference services keep,
+    // and a shrink may take a loaned backend back (its job resumes from its checkpoint) instead of keeping it
+    // for a job that can wait.
     return {
       demand: this.lastDemand,
       live: this.pool.live(now).length,
-      free: [...this.freeSince].map(([id, since]) => ({ id, since })),
+      free: [...[...this.freeSince].map(([id, since]) => ({ id, since })), ...(this.loans?.loanedSince() ?? [])],
     };
   }
 
@@ -547,6 +619,26 @@ export class Allocator {
     );
     const typed = this.planTypes(names, now);
     const typeOf = (id: string) => this.pool.get(id)?.info.instanceType;
+    const liveIds = this.pool.live(now).map((m) => m.id);
+    const listed = new Set([...cleaned.values()].flat());
+    if (this.loans) {
+      // Loans first (inference's need decides what may be lent), then the lists over what is not loaned.
+      const using = new Set([
+        backend.BackendState.BACKEND_STATE_WARM_IDLE,
+        backend.BackendState.BACKEND_STATE_BUSY,
+        backend.BackendState.BACKEND_STATE_PROVISIONING,
+      ]);
+      const held = this.loans.held();
+      await this.loans.step(now, {
+        live: liveIds,
+        free: liveIds.filter((id) => !listed.has(id) && !this.retiring.has(id) && !held.has(id)),
+        demand: this.lastDemand,
+        inUse: [...listed].filter((id) => using.has(this.pool.get(id)?.info.state ?? backend.BackendState.BACKEND_STATE_UNSPECIFIED))
+          .length,
+        stateOf: (id) => this.pool.get(id)?.info.state,
+      });
+    }
+    const lent = this.loans?.held() ?? new Set<string>();
     const decision = this.options.policy({
       services: names.map((n) => {
         const spec = this.services.get(n)?.entry.spec;
@@ -581,11 +673,8 @@ export class Allocator {
         const length = [...counts.values()].reduce((a, b) => a + b, 0);
         return { ...demand, maxBackends: length, minBackends: Math.min(demand.minBackends, length), typeCounts: { counts, typeOf } };
       }),
-      freeBackends: this.pool
-        .live(now)
-        .map((m) => m.id)
-        .filter((id) => (!inLists.has(id) || returned.has(id)) && !this.retiring.has(id)),
-      poolSize: this.pool.live(now).length,
+      freeBackends: liveIds.filter((id) => (!inLists.has(id) || returned.has(id)) && !this.retiring.has(id) && !lent.has(id)),
+      poolSize: liveIds.filter((id) => !lent.has(id)).length,
     });
 
     // 1. Shrink lists first: a backend leaves its old list before it is given to another service.
@@ -724,6 +813,24 @@ export class Allocator {
     const latencySloMs = (service && this.services.get(service)?.entry.spec?.sla?.latencyThresholdMs) || 0;
     await this.actuator.putAssignment({ backendId: id, service, model, version, updatedAtUnixMs: now, latencySloMs });
     this.assignments.set(id, { service, version, updatedAt: now, acknowledged: false, since: now });
+  }
+
+  /** A backend's loan (job set, service empty) or its return (both empty). */
+  private async writeLoan(id: string, job: string, spec: control.BestEffortJobSpec.$Properties | null, now: number): Promise<void> {
+    const previous = this.assignments.get(id);
+    const version = Math.max((previous?.version ?? 0) + 1, now);
+    await this.actuator.putAssignment({
+      backendId: id,
+      service: "",
+      model: null,
+      version,
+      updatedAtUnixMs: now,
+      latencySloMs: 0,
+      job,
+      jobSpec: spec,
+      graceMs: this.options.jobs?.loan.graceMs ?? 0,
+    });
+    this.assignments.set(id, { service: "", version, updatedAt: now, acknowledged: false, since: now });
   }
 
   private idsOf(name: string): string[] {

@@ -175,6 +175,21 @@ export const allocatorConfig = z.object({
     .describe(
       "Themis: the window whose predicted peak is planned for (the forecast's top quantile over it, else the largest rate seen over the last one)",
     ),
+  loans: z
+    .enum(["on", "off"])
+    .default("on")
+    .describe("best-effort jobs (FaPES): lend backends inference does not need to submitted jobs, and reclaim them when it does"),
+  loanReclaim: z
+    .enum(["fewest-preemptions", "fapes-greedy", "random"])
+    .default("fewest-preemptions")
+    .describe(
+      "which loaned backends go back first: the fewest jobs preempted (exact up to 16 jobs), FaPES's greedy (largest gain within the need), or random",
+    ),
+  jobGraceMs: field.ms(15_000).describe("how long a reclaimed backend has to finish or abandon its job's item (FaPES: 15 s)"),
+  loanHeadroomFloor: field
+    .int(1, 0)
+    .describe("spare backends inference always keeps beyond its plan when lending (more are learned from how fast its use rises)"),
+  loanHeadroomMemoryMs: field.ms(3_600_000).describe("how far back the rises of inference's use are remembered for its spare backends"),
   poolMinSize: field.int(1, 0).describe("the pool never shrinks below this many backends"),
   poolMaxSize: field.int(16, 0).describe("the cluster's capacity in backends: the pool never grows beyond it"),
   poolHeadroom: field.int(1, 0).describe("free backends kept on top of what the lists ask for"),

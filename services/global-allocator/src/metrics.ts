@@ -43,6 +43,39 @@ export function allocatorMetrics(
       for (const [service, length] of allocator.snapshot(now()).listLengths) this.set({ service }, length);
     },
   });
+  new Gauge({
+    name: "infergrid_allocator_loaned_backends",
+    help: "Backends loaned to best-effort jobs, those being returned included",
+    registers: [registry],
+    collect() {
+      this.set(allocator.loanedCount());
+    },
+  });
+  new Gauge({
+    name: "infergrid_allocator_job_items",
+    help: "Per best-effort job: items it has, items done, items redone (0 unless something is wrong)",
+    labelNames: ["job", "what"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const j of allocator.jobsOrNone()) {
+        const job = j.spec?.name ?? "";
+        this.set({ job, what: "total" }, j.spec?.items ?? 0);
+        this.set({ job, what: "done" }, j.itemsDone);
+        this.set({ job, what: "redone" }, j.itemsRedone);
+      }
+    },
+  });
+  new Gauge({
+    name: "infergrid_allocator_job_preemptions",
+    help: "Per best-effort job: reclaims that interrupted it",
+    labelNames: ["job"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const j of allocator.jobsOrNone()) this.set({ job: j.spec?.name ?? "" }, j.preemptions);
+    },
+  });
   const coreSeconds = new Counter({
     name: "infergrid_allocator_core_seconds_total",
     help: "Cores held by each service's backends over time, as their heartbeats report their sizes (its cost)",

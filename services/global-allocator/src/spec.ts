@@ -38,21 +38,11 @@ function instanceProfiles(
 }
 const isNonNegative = (x: number | null | undefined) => typeof x === "number" && Number.isFinite(x) && x >= 0;
 
-/**
- * Checks a service spec strictly and fills in the defaults; a bad spec is refused with
- * INVALID_ARGUMENT and a message that names the field, so an operator sees at once what to fix.
- */
-export function normalizeSpec(
-  spec: control.ServiceSpec.$Properties | null | undefined,
-  defaults: SpecDefaults,
+/** A spec's model, checked (errors name the field under spec.model) and with its defaults. */
+export function normalizeModel(
+  model: control.ModelSpec.$Properties | null | undefined,
   knownTypes: readonly string[] = [],
-): control.ServiceSpec {
-  if (!spec) throw invalid("spec is required");
-  const name = spec.name ?? "";
-  const nameProblem = serviceNameProblem(name);
-  if (nameProblem) throw invalid(`spec.name: ${nameProblem}`);
-
-  const model = spec.model;
+): control.ModelSpec {
   if (!model) throw invalid("spec.model is required");
   if (model.kind === control.ModelKind.MODEL_KIND_EMULATED) {
     const p = model.profile;
@@ -80,6 +70,33 @@ export function normalizeSpec(
     }
   }
 
+  return control.ModelSpec.create({
+    kind: model.kind,
+    ...(model.profile ? { profile: control.LognormalProfile.create({ ...model.profile }) } : {}),
+    coldStartMs: model.coldStartMs ?? 0,
+    onnxModel: model.onnxModel?.trim() ?? "",
+    intraOpThreads: model.intraOpThreads ?? 0,
+    instanceProfiles: profiles,
+    ...(themis ? { themis: control.ThemisProfile.create({ ...themis }) } : {}),
+  });
+}
+
+/**
+ * Checks a service spec strictly and fills in the defaults; a bad spec is refused with
+ * INVALID_ARGUMENT and a message that names the field, so an operator sees at once what to fix.
+ */
+export function normalizeSpec(
+  spec: control.ServiceSpec.$Properties | null | undefined,
+  defaults: SpecDefaults,
+  knownTypes: readonly string[] = [],
+): control.ServiceSpec {
+  if (!spec) throw invalid("spec is required");
+  const name = spec.name ?? "";
+  const nameProblem = serviceNameProblem(name);
+  if (nameProblem) throw invalid(`spec.name: ${nameProblem}`);
+
+  const model = normalizeModel(spec.model, knownTypes);
+
   const sla = spec.sla;
   if (!sla) throw invalid("spec.sla is required");
   const threshold = sla.latencyThresholdMs ?? 0;
@@ -97,15 +114,7 @@ export function normalizeSpec(
 
   return control.ServiceSpec.create({
     name,
-    model: control.ModelSpec.create({
-      kind: model.kind,
-      ...(model.profile ? { profile: control.LognormalProfile.create({ ...model.profile }) } : {}),
-      coldStartMs: model.coldStartMs ?? 0,
-      onnxModel: model.onnxModel?.trim() ?? "",
-      intraOpThreads: model.intraOpThreads ?? 0,
-      instanceProfiles: profiles,
-      ...(themis ? { themis: control.ThemisProfile.create({ ...themis }) } : {}),
-    }),
+    model,
     sla: control.Sla.create({ latencyThresholdMs: threshold, percentile, burstFactor: burst }),
     minBackends,
     maxBackends,

@@ -1,0 +1,148 @@
+import { backend, control } from "@infergrid/proto";
+import { createLogger, GrpcStatusError } from "@infergrid/runtime";
+import { describe, expect, it } from "vitest";
+import { type JobsPort, LOAN_DEFAULTS, LoanManager, type LoanView } from "./loans.js";
+
+const logger = createLogger("test", "loans", "silent");
+const B = backend.BackendState;
+
+/**
+ * The job store as a map: the loan manager's bookkeeping is tested here; the real JetStream store is tested in
+ * libs/control-plane and the whole path on real processes in e2e.
+ */
+class MemoryJobs implements JobsPort {
+  readonly records = new Map<string, { job: control.BestEffortJob; revision: number }>();
+  readonly progressOf = new Map<string, { done: number; pending: number; inFlight: number }>();
+  readonly removed: string[] = [];
+  async getJob(name: string) {
+    return this.records.get(name);
+  }
+  async putJob(job: control.IBestEffortJob, revision?: number): Promise<number> {
+    const name = job.spec?.name ?? "";
+    const current = this.records.get(name);
+    if (revision === 0 && current) throw new Error("exists");
+    if (revision !== undefined && revision > 0 && current?.revision !== revision) throw new Error("wrong revision");
+    const next = (current?.revision ?? 0) + 1;
+    this.records.set(name, { job: control.BestEffortJob.create(job), revision: next });
+    return next;
+  }
+  async listJobs() {
+    return [...this.records.values()].map((r) => r.job);
+  }
+  async ensureItems(spec: control.IBestEffortJobSpec) {
+    if (!this.progressOf.has(spec.name ?? "")) this.progressOf.set(spec.name ?? "", { done: 0, pending: spec.items ?? 0, inFlight: 0 });
+  }
+  async progress(name: string) {
+    return this.progressOf.get(name) ?? { done: 0, pending: 0, inFlight: 0 };
+  }
+  async removeItems(name: string) {
+    this.removed.push(name);
+  }
+}
+
+const model = { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.1, locMs: 0, scaleMs: 10 } };
+const spec = (name: string, over: Partial<control.IBestEffortJobSpec> = {}) => ({ name, model, items: 100, maxBackends: 3, ...over });
+
+function setup() {
+  const store = new MemoryJobs();
+  const assigned = new Map<string, string>();
+  const preempted: string[] = [];
+  const loans = new LoanManager(
+    store,
+    async (id, job) => {
+      assigned.set(id, job);
+    },
+    logger,
+    { ...LOAN_DEFAULTS, progressPeriodMs: 0, headroom: { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 } },
+    { onPreempted: (j) => preempted.push(j) },
+  );
+  const ids = ["b1", "b2", "b3", "b4", "b5", "b6"];
+  const view = (over: Partial<LoanView> = {}): LoanView => ({
+    live: ids,
+    free: ids.filter((id) => !loans.held().has(id)).slice(2),
+    demand: 2,
+    inUse: 2,
+    stateOf: () => B.BACKEND_STATE_BUSY,
+    ...over,
+  });
+  return { store, assigned, preempted, loans, view };
+}
+
+describe("the allocator's loans", () => {
+  it("refuses a bad spec naming the field, and a different job under a used name", async () => {
+    const { loans } = setup();
+    await expect(loans.submit({ ...spec("a"), items: 0 }, 0)).rejects.toThrow(/spec\.items/);
+    await expect(loans.submit({ ...spec("A b") }, 0)).rejects.toThrow(/spec\.name/);
+    await expect(loans.submit({ ...spec("a"), minBackends: 5, maxBackends: 2 }, 0)).rejects.toThrow(/max_backends/);
+    expect((await loans.submit(spec("a"), 0)).created).toBe(true);
+    expect((await loans.submit(spec("a"), 1)).created).toBe(false);
+    await expect(loans.submit(spec("a", { items: 7 }), 2)).rejects.toBeInstanceOf(GrpcStatusError);
+  });
+
+  it("lends what inference does not need, reclaims with a preemption when it needs more, and frees on the backend's word", async () => {
+    const { loans, view, assigned, preempted, store } = setup();
+    await loans.submit(spec("a"), 0);
+    // 6 live, inference needs 2 + 1 spare: 3 to lend, the job takes up to 3.
+    expect(await loans.step(1_000, view())).toBe(3);
+    expect([...assigned].filter(([, j]) => j === "a")).toHaveLength(3);
+    expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_RUNNING);
+    expect(store.records.get("a")?.job.backends).toHaveLength(3);
+    // Inference's use jumps to 4: need 4 + the learned rise (2) = 6: all three loans come back, one preemption.
+    await loans.step(2_000, view({ inUse: 4, demand: 4 }));
+    expect(loans.get("a").backends).toEqual([]);
+    expect(loans.get("a").preemptions).toBe(1);
+    expect(preempted).toEqual(["a"]);
+    expect([...assigned.values()].every((j) => j === "")).toBe(true);
+    // Returning backends stay out of the lists until they report letting go.
+    expect(loans.held().size).toBe(3);
+    for (const id of loans.held()) loans.onBackendReport(id, { job: "", state: B.BACKEND_STATE_COLD });
+    expect(await loans.step(3_000, view({ inUse: 4, demand: 4 }))).toBe(6);
+    expect(loans.held().size).toBe(0);
+  });
+
+  it("finishes a job when every item is recorded and gives its backends back", async () => {
+    const { loans, view, store } = setup();
+    await loans.submit(spec("a"), 0);
+    await loans.step(1_000, view());
+    store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
+    await loans.step(2_000, view());
+    const a = loans.get("a");
+    expect(a.state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
+    expect(a.itemsDone).toBe(100);
+    expect(Number(a.finishedAtUnixMs)).toBe(2_000);
+    expect(store.removed).toEqual(["a"]);
+    expect(loans.jobOf("b3")).toBe("");
+  });
+
+  it("serves jobs by priority, and cancels one", async () => {
+    const { loans, view, assigned } = setup();
+    await loans.submit(spec("low", { maxBackends: 3 }), 0);
+    await loans.submit(spec("high", { maxBackends: 2, priority: 5 }), 1);
+    await loans.step(1_000, view());
+    expect([...assigned.values()].sort()).toEqual(["high", "high", "low"]);
+    const cancelled = await loans.cancel("low", 2_000);
+    expect(cancelled.state).toBe(control.JobState.JOB_STATE_CANCELLED);
+    expect(cancelled.backends).toEqual([]);
+    await expect(loans.cancel("nope", 0)).rejects.toThrow(/no job named/);
+  });
+
+  it("forgets a loaned backend that left, and after a restart takes loans back from the assignments", async () => {
+    const { loans, view, store } = setup();
+    await loans.submit(spec("a"), 0);
+    await loans.step(1_000, view());
+    await loans.step(2_000, view({ live: ["b1", "b2", "b4", "b5", "b6"] }));
+    // b3 left: 5 live, inference keeps 3, so the two loans left stay and none is added.
+    expect(loans.get("a").backends).toEqual(["b4", "b5"]);
+
+    const again = setup();
+    again.loans.restore(
+      [...store.records.values()].map((r) => r.job),
+      [control.BackendAssignment.create({ backendId: "b4", job: "a" }), control.BackendAssignment.create({ backendId: "b6", job: "gone" })],
+      5_000,
+    );
+    expect(again.loans.jobOf("b4")).toBe("a");
+    // A loan to a job the store does not know is on its way back.
+    expect(again.loans.jobOf("b6")).toBe("");
+    expect(again.loans.held().has("b6")).toBe(true);
+  });
+});

@@ -1,0 +1,399 @@
+import { seededRandom } from "@infergrid/core";
+import { HeadroomLearner, type HeadroomSettings, type LoanedServer, type LoanJob, planLoans, type ReclaimStrategy } from "@infergrid/fapes";
+import { backend, control } from "@infergrid/proto";
+import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
+import { normalizeJobSpec, sameJobSpec } from "./job-spec.js";
+
+/** What the loan manager needs of the job store (libs/control-plane's JobStore). */
+export interface JobsPort {
+  getJob(name: string): Promise<{ job: control.BestEffortJob; revision: number } | undefined>;
+  putJob(job: control.IBestEffortJob, revision?: number): Promise<number>;
+  listJobs(): Promise<control.BestEffortJob[]>;
+  ensureItems(spec: control.IBestEffortJobSpec): Promise<void>;
+  progress(name: string): Promise<{ done: number; pending: number; inFlight: number }>;
+  removeItems(name: string): Promise<void>;
+}
+
+/** How the loan manager writes a backend's assignment (the allocator's one writer of them). */
+export type AssignJob = (backendId: string, job: string, spec: control.BestEffortJobSpec.$Properties | null) => Promise<void>;
+
+export interface LoanOptions {
+  /** Which loaned backends go back first when inference needs them. */
+  strategy: ReclaimStrategy;
+  /** How long a reclaimed backend has to let go of its item (FaPES: 15 s). */
+  graceMs: number;
+  /** How inference's spare backends are learned (the lead time: grace plus a cold start). */
+  headroom: HeadroomSettings;
+  /** How often each unfinished job's progress is read from the store. */
+  progressPeriodMs: number;
+  /** A reclaimed backend that never reports letting go is counted as back after this long (it died, say). */
+  returnTimeoutMs: number;
+  /** Seeds the random reclaim. */
+  seed: number;
+}
+
+export const LOAN_DEFAULTS: Omit<LoanOptions, "headroom"> = {
+  strategy: "fewest-preemptions",
+  graceMs: 15_000,
+  progressPeriodMs: 2_000,
+  returnTimeoutMs: 45_000,
+  seed: 1,
+};
+
+interface Loan {
+  job: string;
+  since: number;
+  /** When it was asked back (NaN: still loaned). */
+  returningSince: number;
+  /** The backend has reported working for the job (or, returning, reported letting go). */
+  heard: boolean;
+}
+
+interface JobRecord {
+  job: control.BestEffortJob;
+  revision: number;
+  progress: { done: number; pending: number; inFlight: number } | undefined;
+  progressAt: number;
+  /** Something changed that the store has not seen yet. */
+  dirty: boolean;
+  /** Per backend, the items it reported redone for this job (heartbeats carry running totals). */
+  redone: Map<string, number>;
+}
+
+/** What the allocator tells the loan manager each control step. */
+export interface LoanView {
+  /** Live backends. */
+  live: readonly string[];
+  /** Live backends in no list, not retiring and not loaned: what may be loaned, in the order to loan them. */
+  free: readonly string[];
+  /** Backends the inference services' plan asks for (the allocation's demand). */
+  demand: number;
+  /** Backends inference uses now: warm, busy or starting in a list. */
+  inUse: number;
+  /** A backend's last reported state. */
+  stateOf(id: string): backend.BackendState | undefined;
+}
+
+const S = control.JobState;
+const finished = (state: control.JobState) => state === S.JOB_STATE_SUCCEEDED || state === S.JOB_STATE_CANCELLED;
+
+/**
+ * Best-effort jobs and the backends loaned to them (FaPES), run by the allocator inside its control step. The
+ * decisions are libs/fapes's (`planLoans`, the reclaim strategies, the learned headroom); this keeps the state
+ * they need (which backend is loaned to which job, which are on their way back), the job records in the store,
+ * and turns decisions into assignments. The allocation plans its lists over the backends this does not hold, so
+ * a reclaimed backend reaches a list only once it has let go of its job.
+ */
+export class LoanManager {
+  private readonly jobs = new Map<string, JobRecord>();
+  private readonly loans = new Map<string, Loan>();
+  private readonly headroom: HeadroomLearner;
+  private readonly random;
+  private lastNeed = 0;
+
+  constructor(
+    private readonly store: JobsPort,
+    private readonly assign: AssignJob,
+    private readonly logger: Logger,
+    private readonly options: LoanOptions,
+    private readonly hooks: { onPreempted?(job: string): void } = {},
+  ) {
+    this.headroom = new HeadroomLearner(options.headroom);
+    this.random = seededRandom(options.seed);
+  }
+
+  /** After a restart: the jobs as stored, and the backends the registry says are loaned. */
+  restore(jobs: readonly control.BestEffortJob[], assignments: readonly control.BackendAssignment[], now: number): void {
+    for (const job of jobs) {
+      const name = job.spec?.name ?? "";
+      if (name)
+        this.jobs.set(name, {
+          job,
+          revision: 0,
+          progress: undefined,
+          progressAt: Number.NEGATIVE_INFINITY,
+          dirty: false,
+          redone: new Map(),
+        });
+    }
+    for (const a of assignments) {
+      if (!a.job) continue;
+      const record = this.jobs.get(a.job);
+      // A loan to a job that ended or is unknown is asked back at once.
+      const returning = !record || finished(record.job.state);
+      this.loans.set(a.backendId, { job: a.job, since: now, returningSince: returning ? now : Number.NaN, heard: false });
+    }
+    if (jobs.length > 0) this.logger.info({ jobs: jobs.length, loans: this.loans.size }, "restored best-effort jobs");
+  }
+
+  /** Reads the store's revisions of the jobs restored (compare-and-set needs them). */
+  async load(): Promise<void> {
+    for (const [name, r] of this.jobs) {
+      const found = await this.store.getJob(name);
+      if (found) {
+        r.job = found.job;
+        r.revision = found.revision;
+      }
+    }
+  }
+
+  // ---- admin ---------------------------------------------------------------------------------
+
+  async submit(
+    input: control.BestEffortJobSpec.$Properties | null | undefined,
+    now: number,
+  ): Promise<{ job: control.BestEffortJob; created: boolean }> {
+    const spec = normalizeJobSpec(input);
+    const existing = this.jobs.get(spec.name);
+    if (existing) {
+      if (existing.job.spec && sameJobSpec(existing.job.spec, spec)) return { job: this.view(existing), created: false };
+      throw new GrpcStatusError(grpc.status.ALREADY_EXISTS, `a different job named ${spec.name} exists; cancel it or pick another name`);
+    }
+    const job = control.BestEffortJob.create({ spec, state: S.JOB_STATE_QUEUED, submittedAtUnixMs: now });
+    let revision: number;
+    try {
+      revision = await this.store.putJob(job, 0);
+    } catch (err) {
+      throw new GrpcStatusError(grpc.status.ABORTED, `job ${spec.name} was written concurrently; retry (${String(err)})`);
+    }
+    // Record first, items second: a restart between the two finds the record and publishes the items then.
+    await this.store.ensureItems(spec);
+    const record: JobRecord = { job, revision, progress: undefined, progressAt: Number.NEGATIVE_INFINITY, dirty: false, redone: new Map() };
+    this.jobs.set(spec.name, record);
+    this.logger.info({ job: spec.name, items: spec.items, minBackends: spec.minBackends, maxBackends: spec.maxBackends }, "job submitted");
+    return { job: this.view(record), created: true };
+  }
+
+  get(name: string): control.BestEffortJob {
+    const r = this.jobs.get(name);
+    if (!r) throw new GrpcStatusError(grpc.status.NOT_FOUND, `no job named ${JSON.stringify(name)}`);
+    return this.view(r);
+  }
+
+  list(): control.BestEffortJob[] {
+    return [...this.jobs.keys()].sort().map((n) => this.view(this.jobs.get(n) as JobRecord));
+  }
+
+  async cancel(name: string, now: number): Promise<control.BestEffortJob> {
+    const r = this.jobs.get(name);
+    if (!r) throw new GrpcStatusError(grpc.status.NOT_FOUND, `no job named ${JSON.stringify(name)}`);
+    if (!finished(r.job.state)) {
+      r.job.state = S.JOB_STATE_CANCELLED;
+      r.job.finishedAtUnixMs = now;
+      r.dirty = true;
+      await this.store.removeItems(name);
+      for (const [id, loan] of this.loans) if (loan.job === name && Number.isNaN(loan.returningSince)) await this.askBack(id, loan, now);
+      await this.flush(r);
+      this.logger.info({ job: name }, "job cancelled");
+    }
+    return this.view(r);
+  }
+
+  // ---- inputs ----------------------------------------------------------------------------------
+
+  /** A backend's heartbeat: whether it took its loan, let go of it, and its item counts. */
+  onBackendReport(id: string, report: backend.BackendReport.$Properties): void {
+    const loan = this.loans.get(id);
+    if (report.job) {
+      const r = this.jobs.get(report.job);
+      if (r) {
+        const before = r.redone.get(id) ?? 0;
+        const redone = report.jobItemsRedone ?? 0;
+        if (redone !== before) {
+          r.redone.set(id, redone);
+          r.dirty = true;
+        }
+      }
+    }
+    if (!loan) return;
+    if (Number.isNaN(loan.returningSince)) {
+      if (report.job === loan.job) loan.heard = true;
+    } else if (report.job === "" && report.state !== backend.BackendState.BACKEND_STATE_BUSY) {
+      loan.heard = true;
+    }
+  }
+
+  /** Backends the allocation must not plan with: loaned, or on their way back. */
+  held(): ReadonlySet<string> {
+    return new Set(this.loans.keys());
+  }
+
+  /** The job a backend is loaned to ("" for none), for the cluster state. */
+  jobOf(id: string): string {
+    const loan = this.loans.get(id);
+    return loan && Number.isNaN(loan.returningSince) ? loan.job : "";
+  }
+
+  /** Backends loaned now and the time they were loaned (the pool manager may remove them like free ones). */
+  loanedSince(): { id: string; since: number }[] {
+    return [...this.loans].filter(([, l]) => Number.isNaN(l.returningSince)).map(([id, l]) => ({ id, since: l.since }));
+  }
+
+  /** What inference was last judged to need (demand or use, plus the learned headroom). */
+  inferenceNeed(): number {
+    return this.lastNeed;
+  }
+
+  // ---- the step --------------------------------------------------------------------------------
+
+  /**
+   * One loan step: ends loans of backends that left, takes back the returned ones, reads progress, finishes
+   * jobs that are done, then plans (libs/fapes planLoans) and writes the new loans and reclaims. Returns how
+   * many backends inference may plan its lists over.
+   */
+  async step(now: number, view: LoanView): Promise<number> {
+    const live = new Set(view.live);
+    for (const [id, loan] of [...this.loans]) {
+      if (!live.has(id)) {
+        this.loans.delete(id);
+        this.logger.info({ backend: id, job: loan.job }, "a loaned backend left; its item goes back to the job");
+        this.touch(loan.job);
+        continue;
+      }
+      if (!Number.isNaN(loan.returningSince) && (loan.heard || now - loan.returningSince > this.options.returnTimeoutMs)) {
+        this.loans.delete(id);
+        this.logger.info(
+          { backend: id, job: loan.job, afterMs: now - loan.returningSince, reported: loan.heard },
+          "loaned backend is back",
+        );
+      }
+    }
+    await this.readProgress(now);
+
+    this.headroom.observe(now, view.inUse);
+    const need = Math.max(view.demand, view.inUse) + this.headroom.headroom();
+    this.lastNeed = need;
+
+    const active = [...this.jobs.values()].filter((r) => !finished(r.job.state));
+    const loanedTo = (name: string) => [...this.loans.values()].filter((l) => l.job === name && Number.isNaN(l.returningSince)).length;
+    const loans: LoanedServer[] = [];
+    for (const [id, loan] of this.loans) {
+      if (!Number.isNaN(loan.returningSince)) continue;
+      const r = this.jobs.get(loan.job);
+      const p = r?.progress;
+      // Idle: its job has nothing left to hand out and this backend is not computing an item.
+      const idle = !p || (p.pending === 0 && view.stateOf(id) !== backend.BackendState.BACKEND_STATE_BUSY);
+      loans.push({ id, jobs: idle ? [] : [loan.job] });
+    }
+    const returning = [...this.loans.values()].filter((l) => !Number.isNaN(l.returningSince)).length;
+    const jobs: LoanJob[] = active.map((r) => {
+      const spec = r.job.spec as control.BestEffortJobSpec;
+      const p = r.progress;
+      return {
+        name: spec.name,
+        priority: spec.priority,
+        submittedAtMs: Number(r.job.submittedAtUnixMs),
+        minBackends: spec.minBackends,
+        maxBackends: spec.maxBackends,
+        held: loanedTo(spec.name),
+        // Before its progress is known a job can use what its spec allows.
+        remaining: p ? p.pending + p.inFlight : spec.items,
+      };
+    });
+    const decision = planLoans(
+      { live: view.live.length, inferenceNeed: need, loans, returning, free: view.free, jobs },
+      { strategy: this.options.strategy, random: this.random },
+    );
+    for (const id of decision.released) {
+      const loan = this.loans.get(id);
+      if (loan) await this.askBack(id, loan, now);
+    }
+    if (decision.reclaim.servers.length > 0) {
+      this.logger.info(
+        { need, backends: decision.reclaim.servers, preempted: decision.reclaim.preempted, strategy: this.options.strategy },
+        "reclaiming loaned backends for inference",
+      );
+      for (const name of decision.reclaim.preempted) {
+        const r = this.jobs.get(name);
+        if (!r) continue;
+        r.job.preemptions += 1;
+        r.dirty = true;
+        this.hooks.onPreempted?.(name);
+      }
+      for (const id of decision.reclaim.servers) {
+        const loan = this.loans.get(id);
+        if (loan) await this.askBack(id, loan, now);
+      }
+    }
+    for (const { backend: id, job } of decision.loans) {
+      const r = this.jobs.get(job);
+      if (!r?.job.spec) continue;
+      await this.assign(id, job, r.job.spec);
+      this.loans.set(id, { job, since: now, returningSince: Number.NaN, heard: false });
+      if (r.job.state === S.JOB_STATE_QUEUED) {
+        r.job.state = S.JOB_STATE_RUNNING;
+        r.job.startedAtUnixMs = now;
+      }
+      r.dirty = true;
+      this.logger.info({ backend: id, job }, "backend loaned to a best-effort job");
+    }
+    for (const r of this.jobs.values()) if (r.dirty) await this.flush(r);
+    return view.live.length - this.loans.size;
+  }
+
+  private async askBack(id: string, loan: Loan, now: number): Promise<void> {
+    await this.assign(id, "", null);
+    loan.returningSince = now;
+    loan.heard = false;
+    this.touch(loan.job);
+  }
+
+  private touch(job: string): void {
+    const r = this.jobs.get(job);
+    if (r) r.dirty = true;
+  }
+
+  private async readProgress(now: number): Promise<void> {
+    for (const [name, r] of this.jobs) {
+      if (finished(r.job.state) || now - r.progressAt < this.options.progressPeriodMs) continue;
+      try {
+        const p = await this.store.progress(name);
+        r.progress = p;
+        r.progressAt = now;
+        if (p.done !== r.job.itemsDone) {
+          r.job.itemsDone = p.done;
+          r.dirty = true;
+        }
+        const items = r.job.spec?.items ?? 0;
+        if (p.done >= items) {
+          r.job.state = S.JOB_STATE_SUCCEEDED;
+          r.job.finishedAtUnixMs = now;
+          r.dirty = true;
+          await this.store.removeItems(name);
+          for (const [id, loan] of this.loans)
+            if (loan.job === name && Number.isNaN(loan.returningSince)) await this.askBack(id, loan, now);
+          this.logger.info(
+            { job: name, items, preemptions: r.job.preemptions, completionMs: now - Number(r.job.submittedAtUnixMs) },
+            "job completed",
+          );
+        }
+      } catch (err) {
+        this.logger.warn({ err, job: name }, "could not read a job's progress; keeping the last");
+      }
+    }
+  }
+
+  private view(r: JobRecord): control.BestEffortJob {
+    const name = r.job.spec?.name ?? "";
+    const backends = [...this.loans]
+      .filter(([, l]) => l.job === name && Number.isNaN(l.returningSince))
+      .map(([id]) => id)
+      .sort();
+    const redone = [...r.redone.values()].reduce((a, b) => a + b, 0);
+    return control.BestEffortJob.create({ ...r.job, backends, itemsRedone: Math.max(r.job.itemsRedone, redone) });
+  }
+
+  private async flush(r: JobRecord): Promise<void> {
+    const record = this.view(r);
+    try {
+      r.revision = await this.store.putJob(record, r.revision > 0 ? r.revision : undefined);
+      r.job = record;
+      r.dirty = false;
+    } catch (err) {
+      // Someone else wrote it (a second allocator, an operator): take theirs and write ours next step.
+      const fresh = await this.store.getJob(r.job.spec?.name ?? "").catch(() => undefined);
+      if (fresh) r.revision = fresh.revision;
+      this.logger.warn({ err, job: r.job.spec?.name }, "job record write conflicted; retrying next step");
+    }
+  }
+}
