@@ -1,4 +1,5 @@
 export * from "./heartbeat.js";
+export * from "./job-store.js";
 export * from "./member.js";
 export * from "./membership.js";
 export * from "./service-registry.js";

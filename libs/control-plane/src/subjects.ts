@@ -17,6 +17,16 @@ export const REGISTRY_BUCKET = "ig_registry";
 export const serviceKey = (name: string) => `svc.${name}`;
 export const assignmentKey = (backendId: string) => `backend.${backendId}`;
 
+/** Best-effort jobs (FaPES): job records, item results, and the work-queue stream of items. */
+export const JOBS_BUCKET = "ig_jobs";
+export const JOB_RESULTS_BUCKET = "ig_job_results";
+export const JOB_ITEMS_STREAM = "IG_JOB_ITEMS";
+export const jobKey = (name: string) => `job.${name}`;
+export const jobResultKey = (job: string, item: number) => `${job}.${item}`;
+export const jobItemsSubject = (job: string) => `ig.job.items.${job}`;
+export const allJobItems = "ig.job.items.>";
+export const jobConsumer = (job: string) => `job-${job}`;
+
 export type RoleName = "broker" | "frontend" | "backend" | "predictor" | "allocator";
 
 export const roleEnum: Record<RoleName, control.Role> = {

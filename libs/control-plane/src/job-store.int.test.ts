@@ -1,0 +1,175 @@
+/**
+ * The job store against a real nats-server with JetStream: idempotent items, claims with ack / nak /
+ * redelivery after the ack wait, results written once, progress counts, and removal.
+ */
+import { control } from "@infergrid/proto";
+import { connectNats, createLogger, type NatsConnection } from "@infergrid/runtime";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// testkit depends on this package; its NATS launcher depends on nothing, so it is imported by path.
+import { type NatsServerHandle, startNatsServer } from "../../testkit/src/nats-server.js";
+import { type ClaimedItem, decodeItem, encodeItem, JobStore } from "./job-store.js";
+import { jobItemsSubject } from "./subjects.js";
+
+const logger = createLogger("test", "job-store-int", "warn");
+const spec = (name: string, items: number): control.IBestEffortJobSpec => ({
+  name,
+  items,
+  itemBatch: 1,
+  seed: 7,
+  model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { locMs: 5 } },
+});
+const result = (job: string, item: number, backendId = "b1"): control.IJobItemResult => ({
+  job,
+  item,
+  backendId,
+  digest: `d${item}`,
+  computeMs: 5,
+  doneAtUnixMs: Date.now(),
+});
+
+describe("JobStore (real nats-server)", () => {
+  let nats: NatsServerHandle;
+  let nc: NatsConnection;
+  let store: JobStore;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    nc = await connectNats({ servers: nats.url, name: "job-store-int" }, logger);
+    store = await JobStore.open(nc, logger, { ackWaitMs: 1000 });
+  });
+
+  afterAll(async () => {
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it("encodes items as decimal text and refuses anything else", () => {
+    expect(decodeItem(encodeItem(0))).toBe(0);
+    expect(decodeItem(encodeItem(4_000_000_000))).toBe(4_000_000_000);
+    for (const bad of ["", "-1", "01", "1.5", "1e3", " 1", "99999999999", "x"])
+      expect(decodeItem(new TextEncoder().encode(bad))).toBeUndefined();
+  });
+
+  it("opens again over existing buckets and stream; stores, compares-and-sets and lists jobs", async () => {
+    const again = await JobStore.open(nc, logger);
+    const rev = await again.putJob({ spec: spec("alpha", 3), state: control.JobState.JOB_STATE_QUEUED }, 0);
+    await expect(store.putJob({ spec: spec("alpha", 3) }, 0)).rejects.toThrow();
+    await expect(store.putJob({ spec: spec("alpha", 3), state: control.JobState.JOB_STATE_RUNNING }, rev + 100)).rejects.toThrow();
+    const rev2 = await store.putJob({ spec: spec("alpha", 3), state: control.JobState.JOB_STATE_RUNNING }, rev);
+    const got = await store.getJob("alpha");
+    expect(got?.revision).toBe(rev2);
+    expect(got?.job.state).toBe(control.JobState.JOB_STATE_RUNNING);
+    await store.putJob({ spec: spec("beta", 1) });
+    expect((await store.listJobs()).map((j) => j.spec?.name)).toEqual(["alpha", "beta"]);
+    expect(await store.getJob("nope")).toBeUndefined();
+    await expect(store.getJob("Bad.Name")).rejects.toThrow(/job name/);
+  });
+
+  it("publishes items once, hands each to one claimer, redelivers abandoned and unacked ones", async () => {
+    await store.ensureItems(spec("items", 5));
+    await store.ensureItems(spec("items", 5));
+    expect(await store.progress("items")).toEqual({ done: 0, pending: 5, inFlight: 0 });
+
+    const a = await store.claim("items", { maxWaitMs: 1000 });
+    const b = await store.claim("items", { maxWaitMs: 1000 });
+    expect([a?.item, b?.item]).toEqual([0, 1]);
+    expect(a?.redelivered).toBe(false);
+    expect(await store.progress("items")).toEqual({ done: 0, pending: 3, inFlight: 2 });
+
+    // Item 0: done once; recording it twice finds it there; hasResult sees it.
+    expect(await store.recordResult(result("items", 0))).toBe("recorded");
+    expect(await store.recordResult(result("items", 0, "b2"))).toBe("exists");
+    const same = result("items", 1);
+    expect(await store.recordResult(same)).toBe("recorded");
+    // The same bytes again (a create whose reply was lost, retried) is its own record.
+    expect(await store.recordResult(same)).toBe("recorded");
+    expect(await store.hasResult("items", 0)).toBe(true);
+    expect(await store.hasResult("items", 2)).toBe(false);
+    await a?.done();
+    expect(await store.progress("items")).toEqual({ done: 2, pending: 3, inFlight: 1 });
+
+    // Item 1 abandoned: it comes back at once, marked redelivered (the server handles acks and naks apart from
+    // pulls, so the next undelivered item may come first).
+    await b?.abandon();
+    const others = [];
+    let again: ClaimedItem | undefined;
+    for (let i = 0; i < 3 && again === undefined; i++) {
+      const c = await store.claim("items", { maxWaitMs: 1000 });
+      if (c?.item === 1) again = c;
+      else if (c) others.push(c);
+    }
+    expect(again?.redelivered).toBe(true);
+    expect(others.every((o) => !o.redelivered)).toBe(true);
+    for (const c of [again, ...others]) await c?.done();
+    const rest = [];
+    for (let c = await store.claim("items", { maxWaitMs: 1000 }); c; c = await store.claim("items", { maxWaitMs: 1000 })) {
+      rest.push(c);
+      await c.done();
+    }
+    expect([...others, ...rest].map((c) => c.item).sort()).toEqual([2, 3, 4]);
+    expect(await store.progress("items")).toEqual({ done: 2, pending: 0, inFlight: 0 });
+    expect((await store.results("items")).map((r) => [r.item, r.backendId])).toEqual([
+      [0, "b1"],
+      [1, "b1"],
+    ]);
+  });
+
+  it("a silent claimer loses its item after the ack wait; working() keeps it", async () => {
+    await store.ensureItems(spec("ackwait", 3));
+    const silent = await store.claim("ackwait", { maxWaitMs: 1000 });
+    const kept = await store.claim("ackwait", { maxWaitMs: 1000 });
+    expect([silent?.item, kept?.item]).toEqual([0, 1]);
+    const keep = setInterval(() => kept?.working(), 250);
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      const got = [];
+      for (let i = 0; i < 2; i++) {
+        const c = await store.claim("ackwait", { maxWaitMs: 1000 });
+        if (c) got.push(c);
+        await c?.done();
+      }
+      // 2 was never delivered; 0 is back after its ack wait; 1 stays with its worker.
+      expect(got.map((c) => [c.item, c.redelivered]).sort()).toEqual([
+        [0, true],
+        [2, false],
+      ]);
+      expect(await store.claim("ackwait", { maxWaitMs: 1000 })).toBeUndefined();
+    } finally {
+      clearInterval(keep);
+    }
+    await kept?.done();
+    expect(await store.progress("ackwait")).toEqual({ done: 0, pending: 0, inFlight: 0 });
+  });
+
+  it("publishes only items without a result, and removeItems drops the consumer and the items but keeps results", async () => {
+    for (const i of [0, 2, 4]) await store.recordResult(result("partial", i));
+    await store.ensureItems(spec("partial", 6));
+    expect(await store.progress("partial")).toEqual({ done: 3, pending: 3, inFlight: 0 });
+    const c = await store.claim("partial", { maxWaitMs: 1000 });
+    expect(c?.item).toBe(1);
+    await store.removeItems("partial");
+    expect(await store.progress("partial")).toEqual({ done: 3, pending: 0, inFlight: 0 });
+    const started = Date.now();
+    expect(await store.claim("partial", { maxWaitMs: 1000 })).toBeUndefined();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect((await store.results("partial")).map((r) => r.item)).toEqual([0, 2, 4]);
+    // Made claimable again (resubmitted): the three without a result, once each.
+    await store.ensureItems(spec("partial", 6));
+    expect(await store.progress("partial")).toEqual({ done: 3, pending: 3, inFlight: 0 });
+  });
+
+  it("a garbled item message is dropped, not handed out, and the next item still is", async () => {
+    await store.ensureItems(spec("garbled", 1));
+    const first = await store.claim("garbled", { maxWaitMs: 1000 });
+    expect(first?.item).toBe(0);
+    await first?.done();
+    nc.publish(jobItemsSubject("garbled"), new TextEncoder().encode("not an item"));
+    await nc.flush();
+    nc.publish(jobItemsSubject("garbled"), encodeItem(0));
+    await nc.flush();
+    const next = await store.claim("garbled", { maxWaitMs: 2000 });
+    expect(next?.item).toBe(0);
+    await next?.done();
+    expect(await store.progress("garbled")).toMatchObject({ pending: 0, inFlight: 0 });
+  });
+});

@@ -1,0 +1,406 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { control, decodeMessage, encodeMessage } from "@infergrid/proto";
+import type { NatsConnection } from "@infergrid/runtime";
+import {
+  AckPolicy,
+  type Consumer,
+  DeliverPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+} from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
+import type { Logger } from "pino";
+import {
+  allJobItems,
+  JOB_ITEMS_STREAM,
+  JOB_RESULTS_BUCKET,
+  JOBS_BUCKET,
+  jobConsumer,
+  jobItemsSubject,
+  jobKey,
+  jobResultKey,
+  serviceNameProblem,
+} from "./subjects.js";
+
+export { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET } from "./subjects.js";
+
+/**
+ * How long a claimed item may go without a word from its worker before JetStream gives it to another.
+ * A worker calls `working()` every third of it while it computes, so it bounds how long a crashed worker's
+ * item waits, not how long an item may take.
+ */
+export const DEFAULT_ITEM_ACK_WAIT_MS = 60_000;
+
+/** Items published at once by ensureItems (each publish waits for its ack). */
+const PUBLISH_WINDOW = 256;
+/** Results read at once by results(). */
+const READ_WINDOW = 64;
+const NANOS_PER_MS = 1_000_000;
+/** JetStream's "stream name already in use with a different configuration" (not in JetStreamApiCodes). */
+const STREAM_NAME_IN_USE = 10058;
+
+export interface JobStoreOptions {
+  /** The ack wait of the item consumers this store creates (default DEFAULT_ITEM_ACK_WAIT_MS). */
+  ackWaitMs?: number;
+}
+
+/** An item handed to one worker. Exactly one of done() and abandon() should follow. */
+export interface ClaimedItem {
+  readonly item: number;
+  /** JetStream delivered it before (a worker crashed, let go of it, or went silent past the ack wait). */
+  readonly redelivered: boolean;
+  /** The consumer's ack wait: a worker calls working() more often than this while it computes. */
+  readonly ackWaitMs: number;
+  /** Acks it (and waits for the server to confirm): the item is never delivered again. */
+  done(): Promise<void>;
+  /** Naks it: it is redelivered at once, to whoever pulls next. */
+  abandon(): Promise<void>;
+  /** Restarts the ack wait. */
+  working(): void;
+}
+
+export interface JobProgress {
+  /** Results recorded. */
+  done: number;
+  /** Items in the stream not yet delivered. */
+  pending: number;
+  /** Delivered and neither acked nor terminated (a nak'd item waiting for redelivery counts here). */
+  inFlight: number;
+}
+
+/** Item messages carry the item index as plain decimal text ("0", "17"): readable with `nats sub`. */
+export function encodeItem(item: number): Uint8Array {
+  return new TextEncoder().encode(String(item));
+}
+
+/** The item index in a message, or undefined when it is not a plain decimal index. */
+export function decodeItem(data: Uint8Array): number | undefined {
+  const text = new TextDecoder().decode(data);
+  if (!/^(0|[1-9][0-9]{0,9})$/.test(text)) return undefined;
+  const item = Number(text);
+  return item <= 0xffffffff ? item : undefined;
+}
+
+function checkJobName(name: string): void {
+  const problem = serviceNameProblem(name);
+  if (problem !== undefined) throw new RangeError(problem.replace("service name", "job name"));
+}
+
+function isApiError(err: unknown, ...codes: number[]): boolean {
+  return err instanceof JetStreamApiError && codes.includes(err.code);
+}
+
+/**
+ * Best-effort jobs (FaPES) in JetStream: the job records (KV `ig_jobs`, key job.<name>), each item's result
+ * written once (KV `ig_job_results`, key <job>.<item>), and the items still to do (work-queue stream
+ * `IG_JOB_ITEMS`, subject ig.job.items.<job>, one durable pull consumer job-<job> per job).
+ *
+ * Exactly once: a worker that claims an item checks hasResult first (a worker that crashed after recording it,
+ * before its ack, leaves it to be redelivered), computes, records with a KV create (the first record wins), and
+ * only then acks. An item is lost only if it is acked without a result, which nothing here does.
+ */
+export class JobStore {
+  private readonly consumers = new Map<string, Consumer>();
+
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    readonly jobs: KV,
+    readonly resultsKv: KV,
+    private readonly ackWaitMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  static async open(nc: NatsConnection, logger: Logger, options: JobStoreOptions = {}): Promise<JobStore> {
+    const ackWaitMs = options.ackWaitMs ?? DEFAULT_ITEM_ACK_WAIT_MS;
+    if (!(Number.isFinite(ackWaitMs) && ackWaitMs >= 1000)) throw new RangeError(`ackWaitMs must be at least 1000, got ${ackWaitMs}`);
+    const js = jetstream(nc);
+    const jsm = await jetstreamManager(nc);
+    const kvm = new Kvm(nc);
+    const jobs = await kvm.create(JOBS_BUCKET, { history: 5 });
+    const results = await kvm.create(JOB_RESULTS_BUCKET, { history: 1 });
+    try {
+      await jsm.streams.info(JOB_ITEMS_STREAM);
+    } catch (err) {
+      if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
+      try {
+        await jsm.streams.add({
+          name: JOB_ITEMS_STREAM,
+          subjects: [allJobItems],
+          retention: RetentionPolicy.Workqueue,
+          storage: StorageType.File,
+        });
+      } catch (addErr) {
+        // Another process created it between our look and our add: theirs is as good as ours.
+        if (!isApiError(addErr, STREAM_NAME_IN_USE)) throw addErr;
+      }
+    }
+    return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }));
+  }
+
+  // ---- jobs ------------------------------------------------------------------------------------------
+
+  async getJob(name: string): Promise<{ job: control.BestEffortJob; revision: number } | undefined> {
+    checkJobName(name);
+    const e = await this.jobs.get(jobKey(name));
+    if (e?.operation !== "PUT") return undefined;
+    const decoded = decodeMessage(control.BestEffortJob, e.value);
+    if (!decoded.ok) {
+      this.logger.warn({ key: e.key, error: decoded.error }, "garbled job record");
+      return undefined;
+    }
+    return { job: decoded.value, revision: e.revision };
+  }
+
+  /** Writes the job record: revision 0 = it must not exist yet, n = only if still at n, undefined = always. */
+  async putJob(job: control.IBestEffortJob, revision?: number): Promise<number> {
+    const name = job.spec?.name ?? "";
+    checkJobName(name);
+    const bytes = encodeMessage(control.BestEffortJob, job);
+    if (revision === undefined) return this.jobs.put(jobKey(name), bytes);
+    if (revision === 0) return this.jobs.create(jobKey(name), bytes);
+    return this.jobs.update(jobKey(name), bytes, revision);
+  }
+
+  /** Every job record, by name. */
+  async listJobs(): Promise<control.BestEffortJob[]> {
+    const names: string[] = [];
+    for await (const key of await this.jobs.keys("job.*")) names.push(key.slice(4));
+    const found = await Promise.all(names.sort().map((n) => this.getJob(n)));
+    return found.flatMap((f) => (f ? [f.job] : []));
+  }
+
+  // ---- items -----------------------------------------------------------------------------------------
+
+  /**
+   * Makes the job's items claimable, once: if its consumer exists this does nothing. Otherwise the job's
+   * subject is purged (items a previous call published before it failed), every item without a result is
+   * published, and only then the consumer is created, so a call that fails half-way leaves no consumer and the
+   * next one starts over without duplicates.
+   */
+  async ensureItems(spec: control.IBestEffortJobSpec): Promise<void> {
+    const name = spec.name ?? "";
+    checkJobName(name);
+    const items = spec.items ?? 0;
+    if (!(Number.isInteger(items) && items >= 0)) throw new RangeError(`items must be a non-negative integer, got ${items}`);
+    if (await this.consumerInfo(name)) return;
+    await this.jsm.streams.purge(JOB_ITEMS_STREAM, { filter: jobItemsSubject(name) });
+    const recorded = await this.recordedItems(name);
+    const todo: number[] = [];
+    for (let i = 0; i < items; i++) if (!recorded.has(i)) todo.push(i);
+    for (let start = 0; start < todo.length; start += PUBLISH_WINDOW) {
+      await Promise.all(todo.slice(start, start + PUBLISH_WINDOW).map((i) => this.js.publish(jobItemsSubject(name), encodeItem(i))));
+    }
+    await this.jsm.consumers.add(JOB_ITEMS_STREAM, {
+      durable_name: jobConsumer(name),
+      filter_subject: jobItemsSubject(name),
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: this.ackWaitMs * NANOS_PER_MS,
+      max_deliver: -1,
+    });
+    this.logger.info({ job: name, items, published: todo.length, alreadyRecorded: recorded.size }, "job items published");
+  }
+
+  async progress(name: string): Promise<JobProgress> {
+    checkJobName(name);
+    const [done, info] = await Promise.all([this.countResults(name), this.consumerInfo(name)]);
+    return { done, pending: info?.num_pending ?? 0, inFlight: info?.num_ack_pending ?? 0 };
+  }
+
+  /** The job is cancelled or finished: its consumer and its undelivered items go; its results stay. */
+  async removeItems(name: string): Promise<void> {
+    checkJobName(name);
+    this.consumers.delete(name);
+    try {
+      await this.jsm.consumers.delete(JOB_ITEMS_STREAM, jobConsumer(name));
+    } catch (err) {
+      if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
+    }
+    await this.jsm.streams.purge(JOB_ITEMS_STREAM, { filter: jobItemsSubject(name) });
+  }
+
+  // ---- results ---------------------------------------------------------------------------------------
+
+  /** Every recorded result of the job, by item. A garbled one is logged and left out. */
+  async results(name: string): Promise<control.JobItemResult[]> {
+    checkJobName(name);
+    const keys: string[] = [];
+    for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
+    const out: control.JobItemResult[] = [];
+    for (let start = 0; start < keys.length; start += READ_WINDOW) {
+      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => this.readResult(k)));
+      for (const r of read) if (r) out.push(r);
+    }
+    return out.sort((a, b) => a.item - b.item);
+  }
+
+  async hasResult(job: string, item: number): Promise<boolean> {
+    checkJobName(job);
+    const e = await this.resultsKv.get(jobResultKey(job, item));
+    return e?.operation === "PUT";
+  }
+
+  /**
+   * Writes the item's result if none is recorded. "exists": someone recorded it first (the item was done
+   * twice). A create whose reply was lost and that is retried finds its own bytes there: that is "recorded".
+   */
+  async recordResult(result: control.IJobItemResult): Promise<"recorded" | "exists"> {
+    const job = result.job ?? "";
+    checkJobName(job);
+    const item = result.item ?? 0;
+    const key = jobResultKey(job, item);
+    const bytes = encodeMessage(control.JobItemResult, result);
+    try {
+      await this.resultsKv.create(key, bytes);
+      return "recorded";
+    } catch (err) {
+      // Taken (wrong last sequence), or no reply (NATS away): what is there now says which.
+      const e = await this.resultsKv.get(key);
+      if (e?.operation !== "PUT") throw err;
+      return sameBytes(e.value, bytes) ? "recorded" : "exists";
+    }
+  }
+
+  // ---- worker side -----------------------------------------------------------------------------------
+
+  /**
+   * The job's next item for this worker, or undefined when none came within maxWaitMs (also when the job has no
+   * consumer: not made claimable yet, or removed; or NATS cannot be reached). Waits at least 1 s (JetStream's
+   * shortest pull). A garbled item message is logged and acked (dropped: it would only come back; a
+   * terminated message stays pending on nats-server 2.9).
+   */
+  async claim(name: string, options: { maxWaitMs: number }): Promise<ClaimedItem | undefined> {
+    checkJobName(name);
+    const waitMs = Math.max(1000, options.maxWaitMs);
+    const end = Date.now() + waitMs;
+    let consumer: Consumer | undefined;
+    try {
+      consumer = await this.consumer(name);
+    } catch (err) {
+      this.logger.warn({ err, job: name }, "cannot reach the job's items");
+    }
+    if (!consumer) {
+      await sleep(Math.max(0, end - Date.now()));
+      return undefined;
+    }
+    while (Date.now() < end) {
+      let msg: JsMsg | null;
+      try {
+        msg = await consumer.next({ expires: Math.max(1000, end - Date.now()) });
+      } catch (err) {
+        // The consumer was deleted (job removed) or NATS went away: look it up afresh next time.
+        this.consumers.delete(name);
+        this.logger.warn({ err, job: name }, "pulling the job's next item failed");
+        await sleep(Math.max(0, Math.min(1000, end - Date.now())));
+        return undefined;
+      }
+      if (!msg) return undefined;
+      const item = decodeItem(msg.data);
+      if (item === undefined) {
+        this.logger.warn({ job: name, subject: msg.subject, bytes: msg.data.length }, "dropped a garbled job item");
+        msg.ack();
+        continue;
+      }
+      return this.claimed(msg, item);
+    }
+    return undefined;
+  }
+
+  private claimed(msg: JsMsg, item: number): ClaimedItem {
+    const ackWaitMs = this.ackWaitMs;
+    return {
+      item,
+      redelivered: msg.redelivered,
+      ackWaitMs,
+      done: async () => {
+        if (!(await msg.ackAck({ timeout: 5_000 }))) throw new Error(`the ack of item ${item} was not confirmed`);
+      },
+      abandon: async () => {
+        msg.nak();
+      },
+      working: () => msg.working(),
+    };
+  }
+
+  // ---- internals -------------------------------------------------------------------------------------
+
+  private async consumer(name: string): Promise<Consumer | undefined> {
+    const cached = this.consumers.get(name);
+    if (cached) return cached;
+    try {
+      const c = await this.js.consumers.get(JOB_ITEMS_STREAM, jobConsumer(name));
+      this.consumers.set(name, c);
+      return c;
+    } catch (err) {
+      if (isApiError(err, JetStreamApiCodes.ConsumerNotFound, JetStreamApiCodes.StreamNotFound)) return undefined;
+      throw err;
+    }
+  }
+
+  private async consumerInfo(name: string) {
+    try {
+      return await this.jsm.consumers.info(JOB_ITEMS_STREAM, jobConsumer(name));
+    } catch (err) {
+      if (isApiError(err, JetStreamApiCodes.ConsumerNotFound)) return undefined;
+      throw err;
+    }
+  }
+
+  private async recordedItems(name: string): Promise<Set<number>> {
+    const recorded = new Set<number>();
+    for await (const key of await this.resultsKv.keys(`${name}.*`)) {
+      const item = Number(key.slice(name.length + 1));
+      if (Number.isInteger(item)) recorded.add(item);
+    }
+    return recorded;
+  }
+
+  /**
+   * Results recorded for the job without reading them: an ephemeral consumer on the last value of each of the
+   * job's keys counts them as its pending messages (results are never deleted, so every key is one result).
+   */
+  private async countResults(name: string): Promise<number> {
+    const stream = `KV_${JOB_RESULTS_BUCKET}`;
+    try {
+      const info = await this.jsm.consumers.add(stream, {
+        filter_subject: `$KV.${JOB_RESULTS_BUCKET}.${name}.*`,
+        deliver_policy: DeliverPolicy.LastPerSubject,
+        ack_policy: AckPolicy.None,
+        headers_only: true,
+        inactive_threshold: 5_000 * NANOS_PER_MS,
+      });
+      void this.jsm.consumers.delete(stream, info.name).catch(() => undefined);
+      return info.num_pending;
+    } catch (err) {
+      this.logger.debug({ err, job: name }, "counting results through a consumer failed; counting keys");
+      return (await this.recordedItems(name)).size;
+    }
+  }
+
+  private async readResult(key: string): Promise<control.JobItemResult | undefined> {
+    const e = await this.resultsKv.get(key);
+    if (e?.operation !== "PUT") return undefined;
+    const decoded = decodeMessage(control.JobItemResult, e.value);
+    if (!decoded.ok) {
+      this.logger.warn({ key, error: decoded.error }, "garbled job result");
+      return undefined;
+    }
+    if (`${decoded.value.job}.${decoded.value.item}` !== key) {
+      this.logger.warn({ key, job: decoded.value.job, item: decoded.value.item }, "job result under another item's key");
+      return undefined;
+    }
+    return decoded.value;
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
