@@ -73,6 +73,10 @@ export const AllocatorAdminDefinition = {
   GetService: unary(adminPath, "GetService", admin.GetServiceRequest, control.ServiceEntry),
   ListServices: unary(adminPath, "ListServices", admin.ListServicesRequest, admin.ListServicesReply),
   GetClusterState: unary(adminPath, "GetClusterState", admin.GetClusterStateRequest, control.ClusterState),
+  SubmitJob: unary(adminPath, "SubmitJob", admin.SubmitJobRequest, admin.SubmitJobReply),
+  GetJob: unary(adminPath, "GetJob", admin.GetJobRequest, control.BestEffortJob),
+  ListJobs: unary(adminPath, "ListJobs", admin.ListJobsRequest, admin.ListJobsReply),
+  CancelJob: unary(adminPath, "CancelJob", admin.CancelJobRequest, control.BestEffortJob),
 } satisfies ServiceDefinition;
 
 /** Request and response property types of a method definition. */

@@ -1,8 +1,9 @@
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
-import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { themisPolicy } from "@infergrid/themis";
+import { LOAN_DEFAULTS } from "./loans.js";
 import { RegistryActuator, readRegistry } from "./actuator.js";
 import { adminHandlers } from "./admin.js";
 import { Allocator } from "./allocator.js";
@@ -34,6 +35,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     process.exit(2);
   }
   const registry = await ServiceRegistry.open(nc, logger);
+  const jobStore = config.loans === "on" ? await JobStore.open(nc, logger) : undefined;
   const { ttlMs, graceMs, settleMs, resumeSettleMs, deafAfterMs } = timing(config);
   const signals = new SignalBook(SIGNAL_KEEP_MS);
   const actuator = createPoolActuator(config, ctx.id, logger);
@@ -103,9 +105,29 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     policy: planner?.policy ?? planStaticAllocation,
     ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),
     listTarget: (n: string) => themis.target(n),
+    ...(jobStore
+      ? {
+          jobs: {
+            store: jobStore,
+            loan: {
+              ...LOAN_DEFAULTS,
+              strategy: config.loanReclaim,
+              graceMs: config.jobGraceMs,
+              // A reclaimed backend serves again after its grace period and a cold start.
+              headroom: {
+                leadTimeMs: config.jobGraceMs + config.plannedColdStartMs,
+                memoryMs: Math.max(config.loanHeadroomMemoryMs, config.jobGraceMs + config.plannedColdStartMs),
+                floor: config.loanHeadroomFloor,
+              },
+              returnTimeoutMs: config.jobGraceMs + 2 * ttlMs + 10_000,
+            },
+          },
+        }
+      : {}),
   });
   const found = await readRegistry(registry);
   allocator.restore(found.services, found.assignments, Date.now());
+  if (jobStore) await allocator.restoreJobs(await jobStore.listJobs(), found.assignments, Date.now());
 
   const poolManager =
     actuator &&

@@ -1,0 +1,176 @@
+import { JobStore } from "@infergrid/control-plane";
+import { AllocatorAdminDefinition, control } from "@infergrid/proto";
+import { connectNats, createClient, createLogger, unaryCall } from "@infergrid/runtime";
+import { eventually, type ServiceProcess, startService } from "@infergrid/testkit";
+import { afterEach, describe, expect, it } from "vitest";
+import { LoadDriver } from "./load-driver.js";
+import { emulatedSpec, FAST, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+
+/**
+ * FaPES on real processes: a NATS server with JetStream, the allocator, five backend-workers, a frontend and a
+ * broker. A best-effort job runs on the backends the one inference service does not need; then an inference
+ * surge, a loaned backend killed, or the allocator killed and restarted, happen while it runs. Every item must
+ * end with exactly one result in the job results bucket, none computed twice, and every inference request must
+ * end in one answer.
+ */
+const ITEMS = 240;
+const GRACE_MS = 2_000;
+const logger = createLogger("test", "fapes-e2e", "silent");
+
+let cluster: TestCluster | undefined;
+let extra: ServiceProcess[] = [];
+
+afterEach(async () => {
+  await Promise.all(extra.map((p) => p.kill()));
+  extra = [];
+  await cluster?.stop();
+  cluster = undefined;
+});
+
+const allocatorEnv = {
+  INFERGRID_JOB_GRACE_MS: String(GRACE_MS),
+  // Rises of inference's use are learned over a short memory, so that the test sees loans after a surge.
+  INFERGRID_PLANNED_COLD_START_MS: "1000",
+  INFERGRID_LOAN_HEADROOM_MEMORY_MS: "20000",
+};
+
+function jobSpec(name: string): control.BestEffortJobSpec.$Properties {
+  return {
+    name,
+    // 40-60 ms an item: the job takes seconds on three backends.
+    model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.1, locMs: 10, scaleMs: 40 }, coldStartMs: 200 },
+    items: ITEMS,
+    maxBackends: 4,
+    seed: 7,
+  };
+}
+
+async function start(): Promise<TestCluster> {
+  cluster = await startCluster({
+    backends: 5,
+    frontends: 1,
+    allocatorEnv,
+    backendEnv: { INFERGRID_IDLE_TIMEOUT_MS: "4000" },
+  });
+  await registerService(cluster, emulatedSpec("svc", { locMs: 8, scaleMs: 4, shape: 0.2, initialBackends: 1, rtMaxMs: 400 }));
+  await waitUntilServing(cluster, "svc");
+  return cluster;
+}
+
+function getJob(c: TestCluster, name: string): Promise<control.BestEffortJob.$Properties> {
+  return unaryCall(c.adminClient, AllocatorAdminDefinition.GetJob, { name }, { deadline: Date.now() + 5000 });
+}
+
+/** Every item 0..ITEMS-1 recorded exactly once, read from the results bucket itself. */
+async function expectEveryItemOnce(c: TestCluster, name: string): Promise<void> {
+  const nc = await connectNats({ servers: c.nats.url, name: "fapes-e2e" }, logger);
+  try {
+    const store = await JobStore.open(nc, logger);
+    const results = await store.results(name);
+    expect(results.map((r) => r.item)).toEqual(Array.from({ length: ITEMS }, (_, i) => i));
+    expect(results.every((r) => /^[0-9a-f]{64}$/.test(r.digest))).toBe(true);
+  } finally {
+    await nc.close();
+  }
+}
+
+async function submitAndWaitForLoans(c: TestCluster, name: string, atLeast: number): Promise<void> {
+  const reply = await unaryCall(c.adminClient, AllocatorAdminDefinition.SubmitJob, { spec: jobSpec(name) }, { deadline: Date.now() + 5000 });
+  expect(reply.created).toBe(true);
+  await eventually(
+    `${name} to hold ${atLeast} backends`,
+    async () => {
+      const j = await getJob(c, name);
+      if ((j.backends?.length ?? 0) < atLeast) throw new Error(`holds ${j.backends?.length ?? 0}`);
+      return j;
+    },
+    20_000,
+    200,
+  );
+}
+
+async function waitForCompletion(c: TestCluster, name: string, timeoutMs = 60_000): Promise<control.BestEffortJob.$Properties> {
+  return eventually(
+    `${name} to complete`,
+    async () => {
+      const j = await getJob(c, name);
+      if (j.state !== control.JobState.JOB_STATE_SUCCEEDED) throw new Error(`state ${j.state}, ${j.itemsDone}/${ITEMS} done`);
+      return j;
+    },
+    timeoutMs,
+    250,
+  );
+}
+
+describe("best-effort jobs on loaned backends (FaPES)", () => {
+  it("an inference surge reclaims loaned backends mid-job; the job still completes with every item once", async () => {
+    const c = await start();
+    await submitAndWaitForLoans(c, "surge-job", 2);
+    const driver = new LoadDriver(c.brokerClient, () => ({ service: "svc", inputs: {} }), 300, 5_000).start();
+    const reclaimed = await eventually(
+      "a reclaim",
+      async () => {
+        const j = await getJob(c, "surge-job");
+        if ((j.preemptions ?? 0) < 1) throw new Error("no preemption yet");
+        return j;
+      },
+      30_000,
+      200,
+    );
+    expect(reclaimed.state).toBe(control.JobState.JOB_STATE_RUNNING);
+    await new Promise((r) => setTimeout(r, 4_000));
+    driver.setRate(5);
+    const done = await waitForCompletion(c, "surge-job");
+    await driver.stop();
+    expect(done.itemsDone).toBe(ITEMS);
+    expect(done.itemsRedone).toBe(0);
+    await expectEveryItemOnce(c, "surge-job");
+    // Every request ended in exactly one outcome, and the surge was served.
+    expect(driver.outcomes.length).toBe(driver.sentCount);
+    const ok = driver.outcomes.filter((o) => o.ok).length;
+    expect(ok / driver.outcomes.length).toBeGreaterThan(0.9);
+  }, 150_000);
+
+  it("drill: a loaned backend killed mid-job, then the allocator killed and restarted; the job completes with every item once", async () => {
+    const c = await start();
+    await submitAndWaitForLoans(c, "drill-job", 3);
+    const held = (await getJob(c, "drill-job")).backends ?? [];
+    const victim = c.backends.find((b) => b.ready.id === held[0]);
+    expect(victim).toBeDefined();
+    await victim?.kill();
+    await eventually(
+      "progress after the kill",
+      async () => {
+        const j = await getJob(c, "drill-job");
+        if ((j.itemsDone ?? 0) < ITEMS / 3) throw new Error(`${j.itemsDone} done`);
+        return j;
+      },
+      30_000,
+      200,
+    );
+    await c.allocator.kill();
+    await new Promise((r) => setTimeout(r, 1_000));
+    const again = await startService("global-allocator", {
+      env: { ...FAST, INFERGRID_NATS_URL: c.nats.url, INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...allocatorEnv },
+    });
+    extra.push(again);
+    const admin = createClient(again.ready.grpcAddress ?? "");
+    try {
+      const done = await eventually(
+        "drill-job to complete after the restart",
+        async () => {
+          const j = await unaryCall(admin, AllocatorAdminDefinition.GetJob, { name: "drill-job" }, { deadline: Date.now() + 5000 });
+          if (j.state !== control.JobState.JOB_STATE_SUCCEEDED) throw new Error(`state ${j.state}, ${j.itemsDone}/${ITEMS}`);
+          return j;
+        },
+        60_000,
+        250,
+      );
+      expect(done.itemsDone).toBe(ITEMS);
+      expect(done.itemsRedone).toBe(0);
+    } finally {
+      admin.close();
+    }
+    await expectEveryItemOnce(c, "drill-job");
+  }, 150_000);
+});
