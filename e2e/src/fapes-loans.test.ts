@@ -75,7 +75,12 @@ async function expectEveryItemOnce(c: TestCluster, name: string): Promise<void> 
 }
 
 async function submitAndWaitForLoans(c: TestCluster, name: string, atLeast: number): Promise<void> {
-  const reply = await unaryCall(c.adminClient, AllocatorAdminDefinition.SubmitJob, { spec: jobSpec(name) }, { deadline: Date.now() + 5000 });
+  const reply = await unaryCall(
+    c.adminClient,
+    AllocatorAdminDefinition.SubmitJob,
+    { spec: jobSpec(name) },
+    { deadline: Date.now() + 5000 },
+  );
   expect(reply.created).toBe(true);
   await eventually(
     `${name} to hold ${atLeast} backends`,
@@ -151,7 +156,13 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
     await c.allocator.kill();
     await new Promise((r) => setTimeout(r, 1_000));
     const again = await startService("global-allocator", {
-      env: { ...FAST, INFERGRID_NATS_URL: c.nats.url, INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...allocatorEnv },
+      env: {
+        ...FAST,
+        INFERGRID_NATS_URL: c.nats.url,
+        INFERGRID_BACKEND_TTL_MS: "1500",
+        INFERGRID_CONTROL_PERIOD_MS: "250",
+        ...allocatorEnv,
+      },
     });
     extra.push(again);
     const admin = createClient(again.ready.grpcAddress ?? "");

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { seededRandom } from "@infergrid/core";
 import { repoRoot } from "@infergrid/testkit";
 import { arrivalSchedule } from "@infergrid/workload";
+import { BestEffortWatch, bestEffortSpec, renderJob } from "./best-effort.js";
 import type { InputKind } from "./catalogue.js";
 import { BrokerClient, buildInputs, listServices, registerServices } from "./client.js";
 import { applyFixedPeak } from "./fixed-peak.js";
@@ -284,6 +285,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     };
     const view = new LiveView(process.stdout, frame);
 
+    const bestEffort = options.bestEffortItems > 0 ? new BestEffortWatch(cluster.allocator.ready.grpcAddress ?? "", now) : undefined;
     const startedAt = new Date();
     const t0 = now();
     meter.begin(t0);
@@ -295,6 +297,11 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       // A second Ctrl-C does not wait for answers: in-flight requests end as CANCELLED.
       if (count >= 2) generator.cancelInFlight();
     });
+    if (bestEffort && !interrupts.interrupted) {
+      const spec = bestEffortSpec(options.bestEffortItems, backendCount(options, kairos, themis) || 16);
+      await bestEffort.submit(spec);
+      say(`submitted best-effort job ${spec.name} (${spec.items} items); it runs on the backends inference lends`);
+    }
     if (!interrupts.interrupted) {
       say("load running");
       generator.start();
@@ -313,6 +320,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       await generator.drain(2_000);
     }
     const end = now();
+    bestEffort?.stop();
+    const job = bestEffort?.summary("batch-1", t0);
     meter.finish(end);
     inUse.finish();
     if (sampler) clearInterval(sampler);
@@ -361,6 +370,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     removeNatsFiles(runDir);
     say(`all processes stopped (${liveChildren()} left); logs in ${runDir}\n`);
     say(renderSummary(summary));
+    if (job) say(renderJob(job));
     const themisRun = themis && timeline ? themisOf(themis, timeline.summary()) : undefined;
     if (themis && themisRun) {
       const { atS, forS } = themis.step;
@@ -373,7 +383,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       const heterogeneous = kairos ? kairosOf(kairos, poolBackends) : undefined;
       writeFileSync(
         path,
-        `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes, heterogeneous, themis: themisRun }, null, 2)}\n`,
+        `${JSON.stringify({ ...summary, replay: replayOf(plan, options), processes, heterogeneous, themis: themisRun, bestEffortJob: job }, null, 2)}\n`,
       );
       say(`summary written to ${path}`);
     }

@@ -34,6 +34,8 @@ export interface Options {
   types: InstanceCount[] | undefined;
   /** With --kairos: the profile table (default ../shared/profiles/kairos-aws-4types.csv beside the repository). */
   profiles: string | undefined;
+  /** A best-effort job of this many items submitted beside the load (FaPES: it runs on backends inference lends); 0: none. */
+  bestEffortItems: number;
   /** Vertical-scaling mode: the measured model whose fitted Themis profile the one service follows, or undefined. */
   themis: string | undefined;
   /** With --themis: the load before and after the step, req/s (--peak-rps is the step's rate). */
@@ -152,6 +154,7 @@ export function buildProgram(): Command {
         "  npm start -- --trace invocations_per_function_md.anon.d01.csv --top-jobs 5 --peak-rps 40 --summary-json out/summary.json",
         "  npm start -- --kairos dien --types g4dn.xlarge=2,t3.xlarge=3 --duration 30 --peak-rps 20",
         "  npm start -- --themis resnet34 --base-rps 3 --peak-rps 20 --step-at 10 --step-for 20 --duration 50",
+        "  npm start -- --duration 60 --backends 8 --best-effort-items 3000",
       ].join("\n"),
     )
     .option("--trace <path>", "trace file: per-minute CSV (minute,<job>,...) or Azure Functions 2019 invocations file")
@@ -204,6 +207,12 @@ export function buildProgram(): Command {
       "with --kairos: the per-type latency table (default: ../shared/profiles/kairos-aws-4types.csv beside the repository); with --themis: the measured latencies (default: ../shared/profiles/measured-ort-cpu-16core.json) or a profile file npm run profile wrote",
     )
     .option(
+      "--best-effort-items <n>",
+      "submit a best-effort job of n items (batch inference with an emulated model, 40-60 ms an item) when the load starts: it runs on the backends inference lends and is reclaimed from when inference needs them; its progress is shown at the end (0: none)",
+      int(0, "an integer >= 0"),
+      0,
+    )
+    .option(
       "--themis <model>",
       `vertical-scaling mode: one emulated service following Themis's latency profile of this measured model (resnet18, resnet34, mobilenet_v3_small), fitted to --profiles; the allocator's Themis controller resizes its backends in place and sizes its list, its local pool starts backends; load steps from --base-rps to --peak-rps (default ${THEMIS_DEFAULTS.baseRps} -> ${THEMIS_DEFAULTS.stepRps}) at --step-at for --step-for seconds (--duration default ${THEMIS_DEFAULTS.durationS} s)`,
     )
@@ -253,6 +262,7 @@ interface RawOptions {
   types?: InstanceCount[];
   profiles?: string;
   themis?: string;
+  bestEffortItems: number;
   baseRps: number;
   stepAt: number;
   stepFor: number;
@@ -339,6 +349,7 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     types: raw.types,
     profiles: raw.profiles,
     themis: raw.themis,
+    bestEffortItems: raw.bestEffortItems,
     baseRps: raw.baseRps,
     stepAtS: raw.stepAt,
     stepForS: raw.stepFor,

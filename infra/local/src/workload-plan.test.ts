@@ -37,6 +37,7 @@ const base: Options = {
   types: undefined,
   profiles: undefined,
   themis: undefined,
+  bestEffortItems: 0,
   baseRps: 5,
   stepAtS: 10,
   stepForS: 20,
