@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { SingleBar } from "cli-progress";
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import { isExperimentName } from "./experiments.js";
+import { fapesDescription, runFapesCli } from "./fapes-cli.js";
 import { kairosDescription, runKairosCli } from "./kairos-cli.js";
 import { scenarioKind } from "./kairos-scenario.js";
 import { runExperimentInProcesses } from "./parallel.js";
@@ -67,7 +68,14 @@ function listScenarios(io: CliIO): void {
     let text: string;
     try {
       const kind = scenarioKind(file);
-      text = kind === "kairos" ? kairosDescription(file) : kind === "themis" ? themisDescription(file) : loadScenario(file).description;
+      text =
+        kind === "kairos"
+          ? kairosDescription(file)
+          : kind === "themis"
+            ? themisDescription(file)
+            : kind === "fapes"
+              ? fapesDescription(file)
+              : loadScenario(file).description;
     } catch (err) {
       text = `(invalid: ${err instanceof ScenarioError ? err.problems[0] : String(err)})`;
     }
@@ -167,6 +175,7 @@ async function run(positional: string | undefined, opts: Options, io: CliIO): Pr
   }
   if (scenarioKind(file) === "kairos") return runKairosCli(file, opts, io);
   if (scenarioKind(file) === "themis") return runThemisCli(file, opts, io);
+  if (scenarioKind(file) === "fapes") return runFapesCli(file, opts, io);
   experiment = loadScenario(file);
   const unknownPolicy = opts.policies?.find((p) => !isPolicyName(p));
   if (unknownPolicy !== undefined) {

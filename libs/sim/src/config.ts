@@ -5,6 +5,7 @@
 import type { AllocationPolicy, ShareControllerOptions } from "@infergrid/allocation";
 import type { AnyClusterScalingPolicy, AnyScalingPolicy } from "@infergrid/baselines";
 import type { Lognormal } from "@infergrid/core";
+import type { Simulation } from "./engine.js";
 import type { SimPredictorOptions } from "./signals.js";
 
 export type ServiceTimeSpec =
@@ -109,6 +110,45 @@ export interface SwayamSettings {
   park?: { windowMs: number };
   /** The slow loop (predictor + the allocator's ShareController) re-planning the lists; undefined: lists fixed at time 0. */
   slowLoop?: SlowLoopSettings;
+  /**
+   * Backends loaned to best-effort jobs (FaPES, fapes-cluster.ts), built once per run; undefined: none, and the
+   * cluster behaves exactly as without this field.
+   */
+  loans?: (sim: Simulation, cluster: LoanSurface) => LoanHook;
+}
+
+/** What the Swayam cluster lets a loan controller see and do (swayam-cluster.ts). */
+export interface LoanSurface {
+  readonly backendCount: number;
+  backendId(b: number): string;
+  /** Whether backend b is in some job's list. */
+  inList(b: number): boolean;
+  /** Whether backend b holds or is loading a model, or is draining (not free to lend without disturbing inference). */
+  inUse(b: number): boolean;
+  /** What inference uses now: per job, the longest prefix of its list a frontend dispatches to, summed. */
+  inferenceInUse(): number;
+  /**
+   * Backends inference can lend without cutting a request short: cold ones in no list, then, from the lists' tails,
+   * the cold or warm and idle entries past every frontend's prefix (`prefix`), or past the job's share of the slow
+   * loop's plan (`share`: what FaPES lends, everything beyond the plan, the fast loop's burst room included).
+   */
+  lendCandidates(past: "prefix" | "share"): number[];
+  /** Takes cold or idle backends out of the pool inference plans over, re-plans the lists without them and unloads them. */
+  withhold(backends: readonly number[]): void;
+  /** Gives backends back to the pool (their job let go of them); the lists are re-planned at once. */
+  giveBack(backends: readonly number[]): void;
+}
+
+/** A loan controller attached to the Swayam cluster: its events are the kinds from LOAN_EVENT on. */
+export interface LoanHook {
+  /** At time 0, before the first lists are made (a fixed partition withholds its backends here). */
+  start(): void;
+  /** The capacity the slow loop's ShareController plans over (the whole cluster unless a partition keeps some). */
+  inferenceCapacity(): number;
+  /** After each slow-loop tick's share plan (`demand`: the sum of the shares, undefined without a plan), before the lists are planned. */
+  onSlowTick(now: number, demand: number | undefined): void;
+  handle(kind: number, a: number, b: number): void;
+  finish(endMs: number): void;
 }
 
 export interface SlowLoopSettings {

@@ -15,6 +15,8 @@ import { LiveSignals } from "./signals.js";
 
 /** Event kinds below this are the engine's; cluster models number theirs from it. */
 export const FIRST_MODEL_EVENT = 8;
+/** Event kinds from here on are a loan controller's (config.ts LoanHook), whichever cluster model carries it. */
+export const LOAN_EVENT = 64;
 const ARRIVAL = 1;
 
 export interface ClusterModel {

@@ -120,6 +120,11 @@ export class Metrics {
   }
 
   /** A request of `job` that arrived at `arrivedMs` completed at `now`, seen `latencyMs` after it arrived. */
+  /** Compute time of a job's completed requests, ms: the busy part of its backend time. */
+  computeMs(job: number): number {
+    return this.serviceMs[job] ?? 0;
+  }
+
   completed(job: number, now: number, latencyMs: number, serviceMs: number, arrivedMs = now): void {
     this.serviceMs[job] = (this.serviceMs[job] ?? 0) + serviceMs;
     const bin = this.bin(this.byArrival ? arrivedMs : now);

@@ -54,8 +54,8 @@ import {
   staticPrefixLength,
   stepDispatch,
 } from "@infergrid/swayam";
-import type { SlowLoopSettings } from "./config.js";
-import { type ClusterModel, FIRST_MODEL_EVENT, type Simulation } from "./engine.js";
+import type { LoanHook, LoanSurface, SlowLoopSettings } from "./config.js";
+import { type ClusterModel, FIRST_MODEL_EVENT, LOAN_EVENT, type Simulation } from "./engine.js";
 import { meanServiceMs, servicePercentileMs } from "./policies.js";
 import { SimPredictor } from "./signals.js";
 
@@ -102,7 +102,7 @@ export interface SwayamSnapshot {
   lists: string[][];
 }
 
-export class SwayamCluster implements ClusterModel {
+export class SwayamCluster implements ClusterModel, LoanSurface {
   private readonly J: number;
   private readonly F: number;
   private readonly backends: BackendMachine[];
@@ -138,6 +138,11 @@ export class SwayamCluster implements ClusterModel {
   private readonly view: DispatchView<number>;
   private viewList: Int32Array = new Int32Array(0);
   private readonly actions: DispatchAction<number, number>[] = [];
+  /** Best-effort jobs' loans (FaPES); undefined: none, and nothing below depends on them. */
+  private readonly loans: LoanHook | undefined;
+  /** Backends loaned or on their way back: out of the pool the lists are planned over. */
+  private readonly withheld: Uint8Array;
+  private withheldCount = 0;
 
   constructor(private readonly sim: Simulation) {
     const c = sim.config;
@@ -207,12 +212,15 @@ export class SwayamCluster implements ClusterModel {
       this.predictor = new SimPredictor(c.jobs, this.slowLoop.predictor);
       this.controller = new ShareController({ ...this.slowLoop.controller, stepMs: this.slowLoop.predictor.stepMs });
     }
+    this.withheld = new Uint8Array(c.capacity);
+    this.loans = c.swayam.loans?.(sim, this);
   }
 
   start(): void {
     const c = this.sim.config;
     const s = c.swayam;
     this.lists = c.jobs.map(() => new Int32Array(0));
+    this.loans?.start();
     this.applyPlan(s.allocate(this.allocationInput()));
 
     for (let f = 0; f < this.F; f++) {
@@ -320,6 +328,10 @@ export class SwayamCluster implements ClusterModel {
         this.replan();
         return;
       default:
+        if (kind >= LOAN_EVENT && this.loans !== undefined) {
+          this.loans.handle(kind, a, b);
+          return;
+        }
         throw new Error(`swayam cluster: unknown event kind ${kind}`);
     }
   }
@@ -518,17 +530,114 @@ export class SwayamCluster implements ClusterModel {
   private allocationInput() {
     const inLists = new Set<number>();
     for (const l of this.lists) for (const b of l) inLists.add(b);
+    const w = this.withheld;
     return {
       services: this.planned.map((p, j) => ({
         name: p.name,
         minBackends: p.minBackends,
         maxBackends: p.maxBackends,
         initialBackends: p.initialBackends,
-        currentList: Array.from(this.lists[j] as Int32Array, (b) => this.backendIds[b] as string),
+        currentList: Array.from(
+          (this.lists[j] as Int32Array).filter((b) => w[b] === 0),
+          (b) => this.backendIds[b] as string,
+        ),
       })),
-      freeBackends: this.backendIds.filter((_, b) => !inLists.has(b)),
-      poolSize: this.backends.length,
+      freeBackends: this.backendIds.filter((_, b) => !inLists.has(b) && w[b] === 0),
+      poolSize: this.backends.length - this.withheldCount,
     };
+  }
+
+  // LoanSurface: what a loan controller (fapes-cluster.ts) sees and does.
+
+  get backendCount(): number {
+    return this.backends.length;
+  }
+
+  backendId(b: number): string {
+    return this.backendIds[b] as string;
+  }
+
+  inList(b: number): boolean {
+    return (this.backendJob[b] as number) >= 0;
+  }
+
+  inUse(b: number): boolean {
+    return (this.backends[b] as BackendMachine).state !== "cold";
+  }
+
+  /** The longest prefix any frontend dispatches a job's requests to, within its list. */
+  private widestPrefix(j: number): number {
+    let n = 0;
+    for (let f = 0; f < this.F; f++) n = Math.max(n, this.nCache[f * this.J + j] as number);
+    return Math.min(n, (this.lists[j] as Int32Array).length);
+  }
+
+  inferenceInUse(): number {
+    let n = 0;
+    for (let j = 0; j < this.J; j++) n += this.widestPrefix(j);
+    return n;
+  }
+
+  lendCandidates(past: "prefix" | "share"): number[] {
+    const out: number[] = [];
+    for (let b = 0; b < this.backends.length; b++) if (this.backendJob[b] === -1 && this.withheld[b] === 0 && !this.inUse(b)) out.push(b);
+    const shares = this.controller?.shares;
+    const keep = (j: number) => {
+      const share = shares?.get(this.names[j] as string)?.share;
+      return past === "share" && share !== undefined ? share : this.widestPrefix(j);
+    };
+    // Entries past what is kept, cold or warm and idle, from the tails, round-robin over the lists so that no one
+    // list is emptied before the others are trimmed.
+    const tails = this.lists.map((l, j) =>
+      Array.from(l.subarray(Math.min(l.length, keep(j)))).filter((b) => {
+        const st = (this.backends[b] as BackendMachine).state;
+        return this.withheld[b] === 0 && (st === "cold" || st === "warm-idle");
+      }),
+    );
+    for (let more = true; more; ) {
+      more = false;
+      for (const t of tails) {
+        const b = t.pop();
+        if (b !== undefined) {
+          out.push(b);
+          more = true;
+        }
+      }
+    }
+    return out;
+  }
+
+  withhold(backends: readonly number[]): void {
+    for (const b of backends) {
+      if (this.withheld[b] === 1) throw new Error(`swayam cluster: backend ${this.backendIds[b]} is already withheld`);
+      const st = (this.backends[b] as BackendMachine).state;
+      if (st !== "cold" && st !== "warm-idle") throw new Error(`swayam cluster: backend ${this.backendIds[b]} is ${st}, not free to lend`);
+      this.withheld[b] = 1;
+      this.withheldCount++;
+    }
+    if (backends.length === 0) return;
+    this.replanLists();
+    // One warm and idle outside every list unloads now (in a list, leaving it unloaded it).
+    for (const b of backends) if ((this.backends[b] as BackendMachine).drain(this.sim.now)) this.wentCold(b);
+  }
+
+  giveBack(backends: readonly number[]): void {
+    for (const b of backends) {
+      if (this.withheld[b] === 0) throw new Error(`swayam cluster: backend ${this.backendIds[b]} was not withheld`);
+      this.withheld[b] = 0;
+      this.withheldCount--;
+    }
+    if (backends.length > 0) this.replanLists();
+  }
+
+  /** The lists again over the pool as it is now, with the slow loop's last shares (or the static split). */
+  private replanLists(): void {
+    const shares = this.controller?.shares;
+    this.applyPlan(
+      shares !== undefined && shares.size > 0
+        ? shareAllocationPolicy(shares)(this.allocationInput())
+        : this.sim.config.swayam.allocate(this.allocationInput()),
+    );
   }
 
   /** New lists and warm floors; a backend leaving a list drains, one joining is cold for its new job until warmed. */
@@ -582,7 +691,16 @@ export class SwayamCluster implements ClusterModel {
       services.push(input.service);
       signals.push({ ...input.signal, warm });
     });
-    const outcome = (this.controller as ShareController).tick(now, services, signals, this.backends.length);
+    const capacity = this.loans?.inferenceCapacity() ?? this.backends.length;
+    const outcome = (this.controller as ShareController).tick(now, services, signals, capacity);
+    if (this.loans !== undefined) {
+      let demand: number | undefined;
+      if (outcome.ok) {
+        demand = 0;
+        for (const s of outcome.shares.values()) demand += s.share;
+      }
+      this.loans.onSlowTick(now, demand);
+    }
     if (outcome.ok) this.applyPlan(shareAllocationPolicy(outcome.shares)(this.allocationInput()));
     const next = now + loop.tickMs;
     if (next < sim.config.durationMs) sim.schedule(next, SLOW, 0);
@@ -619,6 +737,7 @@ export class SwayamCluster implements ClusterModel {
   }
 
   finish(endMs: number): void {
+    this.loans?.finish(endMs);
     for (let b = 0; b < this.backends.length; b++) {
       const since = this.since[b] as number;
       if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.chargedTo[b] as number, since, endMs);

@@ -1,0 +1,430 @@
+/**
+ * Best-effort jobs on backends loaned from inference (FaPES, Zhao et al., SoCC'24), attached to the Swayam cluster
+ * as its loan controller (config.ts LoanHook). Every decision is libs/fapes's: which free backends go to which
+ * job and which loans come back (`planLoans` with a reclaim strategy), how many spares inference keeps
+ * (`HeadroomLearner`), and what a reclaimed backend does with its item (`reclaimedItem`). This file only carries
+ * them out over the event queue and keeps the books.
+ *
+ * The job model, stated: a job is a bag of identical items (a batch-inference shard); each backend it holds runs
+ * one item at a time, and an item's completion is checkpointed, so a done item is never run again. A backend
+ * newly given to a job works after `launchMs` (container creation and model download). The job is synchronous,
+ * like data-parallel training: when one of its backends is reclaimed (a preemption) its other backends stop,
+ * their in-flight items are lost (re-run later, counted as abandoned), and they restart from the checkpoint
+ * after `restartMs`. A reclaimed backend finishes its item within the grace period or abandons it (reclaimedItem);
+ * only then does it go back to inference's pool, and it is cold there.
+ */
+import { seededRandom } from "@infergrid/core";
+import { HeadroomLearner, type LoanedServer, type LoanJob, planLoans, type ReclaimStrategy, reclaimedItem } from "@infergrid/fapes";
+import type { LoanHook, LoanSurface } from "./config.js";
+import { LOAN_EVENT, type Simulation } from "./engine.js";
+import type { FapesJobStream, JobItems } from "./fapes-scenario.js";
+
+const JOB_ARRIVES = LOAN_EVENT;
+const READY = LOAN_EVENT + 1;
+const ITEM_DONE = LOAN_EVENT + 2;
+const GRACE_OVER = LOAN_EVENT + 3;
+
+/** One best-effort job of the stream. */
+export interface FapesJob {
+  name: string;
+  submittedAtMs: number;
+  items: number;
+  priority: number;
+}
+
+/** How a run lends: not at all (inference watched only), a fixed partition, or loans with a need rule and a reclaim strategy. */
+export type LoanMode =
+  | { kind: "observe" }
+  | { kind: "dedicated"; inferenceBackends: number }
+  | { kind: "loan"; need: "plan" | "plan-in-use-headroom"; strategy: ReclaimStrategy };
+
+function drawItems(items: JobItems, u: () => number): number {
+  if (items.kind === "uniform") return items.min + Math.min(items.max - items.min, Math.floor(u() * (items.max - items.min + 1)));
+  // Box-Muller from two uniforms.
+  const z = Math.sqrt(-2 * Math.log(Math.max(1e-12, u()))) * Math.cos(2 * Math.PI * u());
+  return Math.max(1, Math.min(items.max, Math.round(items.median * Math.exp(items.sigma * z))));
+}
+
+/** The job stream of a seed: Poisson arrivals until `untilMinute` (or the end), sizes and priorities drawn with them. */
+export function jobArrivals(stream: FapesJobStream, durationMs: number, seed: number): FapesJob[] {
+  const random = seededRandom(seed * 7919 + 11);
+  const u = () => random.uniform();
+  const until = Math.min(durationMs, stream.untilMinute === undefined ? durationMs : stream.untilMinute * 60_000);
+  const meanGapMs = 3_600_000 / stream.arrivalsPerHour;
+  const jobs: FapesJob[] = [];
+  for (let t = -Math.log(1 - u()) * meanGapMs; t < until; t += -Math.log(1 - u()) * meanGapMs) {
+    const items = drawItems(stream.items, u);
+    const priority = stream.priorities[Math.min(stream.priorities.length - 1, Math.floor(u() * stream.priorities.length))] ?? 0;
+    jobs.push({ name: `be${String(jobs.length).padStart(3, "0")}`, submittedAtMs: t, items, priority });
+  }
+  return jobs;
+}
+
+export interface FapesJobOutcome {
+  name: string;
+  submittedAtMs: number;
+  items: number;
+  priority: number;
+  /** First backend given; undefined: never started. */
+  startedAtMs?: number;
+  /** Last item done; undefined: not done by the end. */
+  doneAtMs?: number;
+  itemsDone: number;
+  preemptions: number;
+}
+
+export interface FapesRunStats {
+  jobs: FapesJobOutcome[];
+  preemptions: number;
+  /** Loaned backends taken back for inference. */
+  reclaimed: number;
+  itemsDone: number;
+  /** Items run to completion again after being done: must be 0 (checkpointed per item). */
+  itemsRedone: number;
+  /** In-flight items stopped (a reclaim past the grace period, or a preempted job's other backends) and run again. */
+  itemsAbandoned: number;
+  /** Backend-time running items, abandoned parts included, ms. */
+  itemBusyMs: number;
+  /** Backend-time held by a job (from its loan or assignment until it let go), ms. */
+  heldMs: number;
+  /** The most backends inference held in use at a slow-loop tick. */
+  peakInferenceInUse: number;
+  /** Times the loans and lists were checked disjoint (the invariant holds, or the run threw). */
+  invariantChecks: number;
+  /** Compute time of inference's completed requests, ms. */
+  inferenceComputeMs: number;
+}
+
+interface JobState {
+  spec: FapesJob;
+  todo: number[];
+  done: Uint8Array;
+  doneCount: number;
+  held: Set<number>;
+  startedAtMs?: number;
+  doneAtMs?: number;
+  preemptions: number;
+}
+
+/** Phases of a backend given to a job. */
+const NONE = 0;
+const STARTING = 1; // launching, or paused to restart: working after its READY event
+const RUNNING = 2;
+const RETURNING = 3; // reclaimed, finishing its item within the grace period
+
+export class FapesLoans implements LoanHook {
+  private readonly jobs: JobState[];
+  private readonly byName = new Map<string, number>();
+  private readonly owner: Int32Array;
+  private readonly phase: Uint8Array;
+  private readonly item: Int32Array;
+  private readonly itemStart: Float64Array;
+  private readonly heldSince: Float64Array;
+  private readonly gen: Int32Array;
+  /** A dedicated partition's backends (withheld for good), not given to any job now. */
+  private readonly partitionFree = new Set<number>();
+  private readonly headroom = new HeadroomLearner();
+  private readonly random;
+  private need: number;
+  private arrivedJobs = 0;
+  readonly stats: FapesRunStats;
+
+  constructor(
+    private readonly sim: Simulation,
+    private readonly cluster: LoanSurface,
+    jobs: readonly FapesJob[],
+    private readonly stream: FapesJobStream,
+    private readonly mode: LoanMode,
+  ) {
+    const n = cluster.backendCount;
+    this.owner = new Int32Array(n).fill(-1);
+    this.phase = new Uint8Array(n);
+    this.item = new Int32Array(n).fill(-1);
+    this.itemStart = new Float64Array(n);
+    this.heldSince = new Float64Array(n).fill(Number.NaN);
+    this.gen = new Int32Array(n);
+    this.random = seededRandom(sim.config.seed * 7919 + 13);
+    // No loans before inference has a plan: until then it may need every backend.
+    this.need = n;
+    this.jobs = jobs.map((spec, i) => {
+      this.byName.set(spec.name, i);
+      return {
+        spec,
+        todo: Array.from({ length: spec.items }, (_, k) => spec.items - 1 - k),
+        done: new Uint8Array(spec.items),
+        doneCount: 0,
+        held: new Set<number>(),
+        preemptions: 0,
+      };
+    });
+    this.stats = {
+      jobs: [],
+      preemptions: 0,
+      reclaimed: 0,
+      itemsDone: 0,
+      itemsRedone: 0,
+      itemsAbandoned: 0,
+      itemBusyMs: 0,
+      heldMs: 0,
+      peakInferenceInUse: 0,
+      invariantChecks: 0,
+      inferenceComputeMs: 0,
+    };
+  }
+
+  start(): void {
+    const n = this.cluster.backendCount;
+    if (this.mode.kind === "dedicated") {
+      const keep = Math.max(1, Math.min(n, this.mode.inferenceBackends));
+      const partition: number[] = [];
+      for (let b = keep; b < n; b++) partition.push(b);
+      this.cluster.withhold(partition);
+      for (const b of partition) this.partitionFree.add(b);
+      this.need = keep;
+    }
+    // An observing run schedules nothing: it must stay event for event the run without loans.
+    if (this.mode.kind !== "observe") for (const [i, j] of this.jobs.entries()) this.at(j.spec.submittedAtMs, JOB_ARRIVES, i);
+  }
+
+  inferenceCapacity(): number {
+    return this.mode.kind === "dedicated" ? this.need : this.cluster.backendCount;
+  }
+
+  onSlowTick(now: number, demand: number | undefined): void {
+    const inUse = this.cluster.inferenceInUse();
+    this.stats.peakInferenceInUse = Math.max(this.stats.peakInferenceInUse, inUse);
+    if (this.mode.kind !== "loan") {
+      if (this.mode.kind === "dedicated") this.step(now);
+      return;
+    }
+    this.headroom.observe(now, inUse);
+    if (demand !== undefined) {
+      this.need = this.mode.need === "plan" ? demand : Math.max(demand, inUse) + this.headroom.headroom();
+    }
+    this.step(now);
+  }
+
+  handle(kind: number, a: number, b: number): void {
+    const now = this.sim.now;
+    switch (kind) {
+      case JOB_ARRIVES:
+        this.arrivedJobs = Math.max(this.arrivedJobs, a + 1);
+        this.step(now);
+        return;
+      case READY:
+        if (this.gen[a] === b && this.phase[a] === STARTING) this.startItem(a, now);
+        return;
+      case ITEM_DONE:
+        if (this.gen[a] === b) this.itemDone(a, now);
+        return;
+      case GRACE_OVER:
+        if (this.gen[a] === b && this.phase[a] === RETURNING) {
+          this.abandonItem(a, now);
+          this.letGo(a, now);
+        }
+        return;
+      default:
+        throw new Error(`fapes: unknown event kind ${kind}`);
+    }
+  }
+
+  /** The run ends at durationMs (the engine runs until no event is left): nothing of the jobs' is scheduled past it. */
+  private at(timeMs: number, kind: number, a: number, b = 0): void {
+    if (timeMs < this.sim.config.durationMs) this.sim.schedule(timeMs, kind, a, b);
+  }
+
+  /** One loan step (libs/fapes planLoans) over the jobs that have arrived, carried out. */
+  private step(now: number): void {
+    const loans: LoanedServer[] = [];
+    let returning = 0;
+    for (let b = 0; b < this.owner.length; b++) {
+      if (this.phase[b] === RETURNING) returning++;
+      else if ((this.owner[b] as number) >= 0)
+        loans.push({ id: String(b), jobs: [this.jobs[this.owner[b] as number]?.spec.name as string] });
+    }
+    const waiting: LoanJob[] = [];
+    for (let i = 0; i < this.arrivedJobs; i++) {
+      const j = this.jobs[i] as JobState;
+      if (j.doneAtMs !== undefined || j.todo.length === 0) continue;
+      waiting.push({
+        name: j.spec.name,
+        priority: j.spec.priority,
+        submittedAtMs: j.spec.submittedAtMs,
+        minBackends: this.stream.minBackends,
+        maxBackends: this.stream.maxBackends,
+        held: j.held.size,
+        remaining: j.todo.length + this.runningOf(j),
+      });
+    }
+    const free =
+      this.mode.kind === "dedicated"
+        ? [...this.partitionFree]
+        : this.cluster.lendCandidates(this.mode.kind === "loan" && this.mode.need === "plan" ? "share" : "prefix");
+    const decision = planLoans(
+      {
+        live: this.cluster.backendCount,
+        inferenceNeed: this.need,
+        loans,
+        returning,
+        free: free.map(String),
+        jobs: waiting,
+      },
+      { strategy: this.mode.kind === "loan" ? this.mode.strategy : "fewest-preemptions", random: this.random },
+    );
+    if (this.mode.kind === "dedicated" && decision.reclaim.servers.length > 0)
+      throw new Error("fapes: a dedicated partition reclaimed a backend");
+    // Reclaims first: the grace rule on the backends taken, then the preempted jobs' other backends stop.
+    for (const id of decision.reclaim.servers) this.reclaim(Number(id), now);
+    for (const name of decision.reclaim.preempted) this.preempt(this.byName.get(name) as number, now);
+    for (const id of decision.released) this.letGo(Number(id), now);
+    const given = decision.loans.map((l) => ({ b: Number(l.backend), job: this.byName.get(l.job) as number }));
+    if (this.mode.kind === "dedicated") for (const g of given) this.partitionFree.delete(g.b);
+    else this.cluster.withhold(given.map((g) => g.b));
+    for (const g of given) this.give(g.b, g.job, now);
+    this.checkDisjoint();
+  }
+
+  private runningOf(j: JobState): number {
+    let n = 0;
+    for (const b of j.held) if (this.phase[b] === RUNNING) n++;
+    return n;
+  }
+
+  private give(b: number, job: number, now: number): void {
+    const j = this.jobs[job] as JobState;
+    this.owner[b] = job;
+    j.held.add(b);
+    j.startedAtMs ??= now;
+    this.heldSince[b] = now;
+    this.pause(b, now + this.stream.launchMs);
+  }
+
+  private pause(b: number, untilMs: number): void {
+    this.phase[b] = STARTING;
+    this.item[b] = -1;
+    const g = (this.gen[b] as number) + 1;
+    this.gen[b] = g;
+    this.at(untilMs, READY, b, g);
+  }
+
+  private startItem(b: number, now: number): void {
+    const j = this.jobs[this.owner[b] as number] as JobState;
+    const next = j.todo.pop();
+    if (next === undefined) {
+      this.letGo(b, now);
+      return;
+    }
+    this.phase[b] = RUNNING;
+    this.item[b] = next;
+    this.itemStart[b] = now;
+    const g = (this.gen[b] as number) + 1;
+    this.gen[b] = g;
+    this.at(now + this.stream.itemMs, ITEM_DONE, b, g);
+  }
+
+  private itemDone(b: number, now: number): void {
+    const job = this.owner[b] as number;
+    const j = this.jobs[job] as JobState;
+    const it = this.item[b] as number;
+    this.stats.itemBusyMs += now - (this.itemStart[b] as number);
+    if (j.done[it] === 1) this.stats.itemsRedone++;
+    else {
+      j.done[it] = 1;
+      j.doneCount++;
+      this.stats.itemsDone++;
+    }
+    this.item[b] = -1;
+    if (j.doneCount === j.spec.items && j.doneAtMs === undefined) j.doneAtMs = now;
+    if (this.phase[b] === RETURNING) {
+      this.letGo(b, now);
+      return;
+    }
+    this.startItem(b, now);
+    // A job done, or one that let a backend go, leaves backends for waiting jobs (or inference).
+    if (this.owner[b] === -1) this.step(now);
+  }
+
+  /** A loan taken back for inference: FaPES's grace period for its item, then the backend returns. */
+  private reclaim(b: number, now: number): void {
+    this.stats.reclaimed++;
+    const j = this.jobs[this.owner[b] as number] as JobState;
+    j.held.delete(b);
+    if (this.phase[b] !== RUNNING) {
+      this.letGo(b, now);
+      return;
+    }
+    const r = reclaimedItem(this.itemStart[b] as number, this.stream.itemMs, now, this.stream.graceMs);
+    if (r.action === "abandon") {
+      this.abandonItem(b, now);
+      this.letGo(b, now);
+      return;
+    }
+    this.phase[b] = RETURNING;
+    this.at(r.deadlineMs, GRACE_OVER, b, this.gen[b] as number);
+  }
+
+  /** A preempted job's remaining backends lose their in-flight items and restart from the checkpoint. */
+  private preempt(job: number, now: number): void {
+    const j = this.jobs[job] as JobState;
+    j.preemptions++;
+    this.stats.preemptions++;
+    for (const b of j.held) {
+      if (this.phase[b] === RUNNING) this.abandonItem(b, now);
+      this.pause(b, now + this.stream.restartMs);
+    }
+  }
+
+  private abandonItem(b: number, now: number): void {
+    const it = this.item[b] as number;
+    if (it < 0) return;
+    const j = this.jobs[this.owner[b] as number] as JobState;
+    this.stats.itemBusyMs += now - (this.itemStart[b] as number);
+    this.stats.itemsAbandoned++;
+    j.todo.push(it);
+    this.item[b] = -1;
+  }
+
+  /** The job lets go of backend b: back to the partition, or to inference's pool. */
+  private letGo(b: number, now: number): void {
+    const job = this.owner[b] as number;
+    if (job >= 0) (this.jobs[job] as JobState).held.delete(b);
+    this.owner[b] = -1;
+    this.phase[b] = NONE;
+    this.item[b] = -1;
+    this.gen[b] = (this.gen[b] as number) + 1;
+    this.stats.heldMs += now - (this.heldSince[b] as number);
+    this.heldSince[b] = Number.NaN;
+    if (this.mode.kind === "dedicated") this.partitionFree.add(b);
+    else this.cluster.giveBack([b]);
+    this.checkDisjoint();
+  }
+
+  /** No backend is both in an inference list and given to a job (or on its way back). */
+  private checkDisjoint(): void {
+    this.stats.invariantChecks++;
+    for (let b = 0; b < this.owner.length; b++) {
+      const lent = (this.owner[b] as number) >= 0 || this.phase[b] === RETURNING || this.partitionFree.has(b);
+      if (lent && this.cluster.inList(b)) throw new Error(`fapes: backend ${this.cluster.backendId(b)} is both lent and in a list`);
+    }
+  }
+
+  finish(endMs: number): void {
+    for (let j = 0; j < this.sim.config.jobs.length; j++) this.stats.inferenceComputeMs += this.sim.metrics.computeMs(j);
+    for (let b = 0; b < this.owner.length; b++) {
+      if (this.phase[b] === RUNNING || this.phase[b] === RETURNING) this.stats.itemBusyMs += endMs - (this.itemStart[b] as number);
+      if (!Number.isNaN(this.heldSince[b] as number)) this.stats.heldMs += endMs - (this.heldSince[b] as number);
+    }
+    this.stats.jobs = this.jobs
+      .filter((j) => j.spec.submittedAtMs < endMs)
+      .map((j) => ({
+        name: j.spec.name,
+        submittedAtMs: j.spec.submittedAtMs,
+        items: j.spec.items,
+        priority: j.spec.priority,
+        ...(j.startedAtMs === undefined ? {} : { startedAtMs: j.startedAtMs }),
+        ...(j.doneAtMs === undefined ? {} : { doneAtMs: j.doneAtMs }),
+        itemsDone: j.doneCount,
+        preemptions: j.preemptions,
+      }));
+  }
+}
