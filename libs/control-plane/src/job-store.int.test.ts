@@ -116,7 +116,10 @@ describe("JobStore (real nats-server)", () => {
 
   it("a silent claimer loses its item after the ack wait; working() keeps it", async () => {
     await store.ensureItems(spec("ackwait", 3));
-    const silent = await store.claim("ackwait", { maxWaitMs: 1000 });
+    // A store opened with the default ack wait claims with the consumer's own.
+    const other = await JobStore.open(nc, logger);
+    const silent = await other.claim("ackwait", { maxWaitMs: 1000 });
+    expect(silent?.ackWaitMs).toBe(1000);
     const kept = await store.claim("ackwait", { maxWaitMs: 1000 });
     expect([silent?.item, kept?.item]).toEqual([0, 1]);
     const keep = setInterval(() => kept?.working(), 250);

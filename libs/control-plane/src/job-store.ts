@@ -309,13 +309,23 @@ export class JobStore {
         msg.ack();
         continue;
       }
-      return this.claimed(msg, item);
+      return this.claimed(msg, item, await this.ackWaitOf(consumer));
     }
     return undefined;
   }
 
-  private claimed(msg: JsMsg, item: number): ClaimedItem {
-    const ackWaitMs = this.ackWaitMs;
+  /** The consumer's own ack wait (whoever created it chose it), from its cached info. */
+  private async ackWaitOf(consumer: Consumer): Promise<number> {
+    try {
+      const nanos = (await consumer.info(true)).config.ack_wait;
+      if (nanos !== undefined && nanos > 0) return nanos / NANOS_PER_MS;
+    } catch {
+      // No info: the store's own setting is the best guess.
+    }
+    return this.ackWaitMs;
+  }
+
+  private claimed(msg: JsMsg, item: number, ackWaitMs: number): ClaimedItem {
     return {
       item,
       redelivered: msg.redelivered,

@@ -1,10 +1,13 @@
-import { type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
+import { JobStore, type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
+import { createModelRuntime } from "@infergrid/models";
 import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
 import { grpc, publishMessage, resolveControlToken, runService, statusOf, unaryHandler } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram } from "prom-client";
 import { backendConfig, sizeProblem } from "./config.js";
-import { Worker } from "./worker.js";
+import { nominalItemMs } from "./job-item.js";
+import { JobRunner } from "./job-runner.js";
+import { ownProfile, toModelSpec, Worker } from "./worker.js";
 
 await runService("backend-worker", backendConfig, async (ctx) => {
   const { config, id, logger, metrics, nc } = ctx;
@@ -78,7 +81,27 @@ await runService("backend-worker", backendConfig, async (ctx) => {
       ...(controlToken === undefined ? {} : { controlToken }),
     },
   );
-  const stopWatch = registry.watchAssignment(id, (a) => worker.onAssignment(a));
+  const jobItems = new Counter({
+    name: "infergrid_backend_job_items_total",
+    help: "Best-effort job items this backend claimed while loaned (FaPES), by job and how they ended: done (recorded), redone (computed, but already recorded: should stay 0), skipped (found recorded before computing), abandoned (given back on a reclaim), failed",
+    labelNames: ["job", "outcome"],
+    registers: [metrics],
+  });
+  const jobStore = await JobStore.open(nc, logger);
+  const jobRunner = new JobRunner({
+    backendId: id,
+    items: jobStore,
+    logger,
+    createRuntime: (model, random) =>
+      createModelRuntime(toModelSpec(model, config.onnxThreads, config.instanceType, config.cores), { random }),
+    nominalItemMs: (spec) => nominalItemMs(spec.model, spec.itemBatch ?? 1, config.cores, ownProfile(spec.model, config.instanceType)),
+    onItem: (job, outcome) => jobItems.inc({ job, outcome }),
+    onJobChanged: () => member?.heartbeat.beat(),
+  });
+  const stopWatch = registry.watchAssignment(id, (a) => {
+    worker.onAssignment(a);
+    jobRunner.onAssignment(a);
+  });
   new Gauge({
     name: "infergrid_backend_active_seconds_total",
     help: "Backend-seconds: time this backend was provisioning or warm (Swayam's resource metric)",
@@ -91,7 +114,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   member = await serveMember(ctx, {
     role: "backend",
     maxReceiveMessageBytes: config.maxRequestBytes,
-    heartbeatExtra: () => ({ backend: worker.report(), instanceType: config.instanceType }),
+    heartbeatExtra: () => ({ backend: { ...worker.report(), ...jobRunner.report() }, instanceType: config.instanceType }),
     register: (server) =>
       server.addService(BackendServiceDefinition, {
         Execute: unaryHandler(logger, async (req, call) => {
@@ -128,6 +151,8 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   return {
     ready: member.ready,
     shutdown: [
+      // A job first, as a reclaim: its item in flight must be finished or given back while NATS is still up.
+      { name: "job", run: () => jobRunner.stop(config.shutdownGraceMs) },
       ...member.shutdown,
       {
         name: "loops",

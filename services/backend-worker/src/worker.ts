@@ -42,7 +42,7 @@ const REFUSAL: Record<string, backend.ExecuteStatus> = {
 };
 
 /** This backend's type's latency profile in a model profiled per instance type; undefined if it has none. */
-function ownProfile(model: control.ModelSpec.$Properties | null | undefined, instanceType: string): LatencyProfile | undefined {
+export function ownProfile(model: control.ModelSpec.$Properties | null | undefined, instanceType: string): LatencyProfile | undefined {
   const mine = model?.instanceProfiles?.find((t) => t.instanceType === instanceType);
   return mine && { points: (mine.points ?? []).map((pt) => ({ batch: pt.batch ?? 0, meanMs: pt.meanMs ?? 0, p99Ms: pt.p99Ms ?? 0 })) };
 }
