@@ -1,7 +1,8 @@
 /**
  * Real backend-worker processes loaned to a best-effort job (FaPES) over a real nats-server with JetStream:
  * two backends run a job's items, one is reclaimed mid-job (it lets go within the grace period and reports no
- * job), one is killed mid-item and a third finishes its items; every item ends with exactly one result.
+ * job), NATS crashes and comes back, one is killed mid-item and a third finishes its items; every item ends
+ * with exactly one result.
  */
 import { JobStore, ServiceRegistry, subjects } from "@infergrid/control-plane";
 import { backend, control, decodeMessage } from "@infergrid/proto";
@@ -97,6 +98,21 @@ describe("backend-worker: loaned to a best-effort job", () => {
     await eventually("b making progress alone", async () => ((await done()) >= before + 20 ? true : undefined));
     await assign(c, "int-job", 1);
     await eventually("c recording items", () => ((lastReport(c)?.jobItemsDone ?? 0) > 0 ? true : undefined));
+    // Up to here, no item was computed after it had been recorded.
+    const redone = () => [...reports.values()].reduce((n, list) => n + (list.at(-1)?.jobItemsRedone ?? 0), 0);
+    for (const list of reports.values()) for (const r of list) expect(r.jobItemsRedone).toBe(0);
+    // NATS crashes (SIGKILL) mid-item and comes back: nothing is acked without its result, and no worker falls
+    // over. A crashed server may come back with its consumer's deliveries older than its KV (neither is synced
+    // to disk at once), so an item in flight at the crash may be run twice, by b and c: still recorded once.
+    await nats.kill();
+    await new Promise((r) => setTimeout(r, 300));
+    await nats.restart();
+    const afterOutage = await eventually("progress after the NATS outage", async () => {
+      const n = await done();
+      return n > 0 ? n : undefined;
+    });
+    await eventually("items recorded after the outage", async () => ((await done()) >= afterOutage + 10 ? true : undefined));
+    expect(procs.every((p) => p.isRunning())).toBe(true);
     const killedAt = Date.now();
     await b.kill();
     const bDone = (await store.results("int-job")).filter((r) => r.backendId === b.ready.id).length;
@@ -116,13 +132,14 @@ describe("backend-worker: loaned to a best-effort job", () => {
       expect(r.computeMs).toBe(ITEM_MS);
     }
 
-    // No item was computed after it had been recorded: in every heartbeat and in c's metrics.
-    for (const list of reports.values()) for (const r of list) expect(r.jobItemsRedone).toBe(0);
+    // At most the items in flight at the NATS crash were computed twice; the reclaim and the worker crash redid none.
+    const redoneAfterOutage = redone();
+    expect(redoneAfterOutage).toBeLessThanOrEqual(2);
     await eventually("c's heartbeat counting its items", () => (lastReport(c)?.jobItemsDone === by(c) ? true : undefined), 3_000);
     for (const proc of [a, c]) {
       const metrics = await (await fetch(`http://${proc.ready.metricsAddress}/metrics`)).text();
       expect(metrics).toMatch(new RegExp(`infergrid_backend_job_items_total\\{job="int-job",outcome="done"[^}]*\\} ${by(proc)}\\b`));
-      expect(metrics).not.toMatch(/outcome="(redone|failed)"[^}]*\} [1-9]/);
+      expect(metrics).not.toMatch(/outcome="failed"[^}]*\} [1-9]/);
     }
 
     // b's item in flight when it died came back after the ack wait: c ran on past it.
@@ -134,6 +151,10 @@ describe("backend-worker: loaned to a best-effort job", () => {
     logger.warn(
       {
         letGoMs,
+        redoneAfterOutage,
+        twice: procs.flatMap((p) =>
+          p.logs.filter((l) => String(l.msg).includes("computed twice")).map((l) => `${p.name}:${String(l.item)}`),
+        ),
         itemsA: by(a),
         itemsB: by(b),
         itemsC: by(c),
