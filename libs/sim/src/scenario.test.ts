@@ -11,6 +11,7 @@ import { PARK_DEFAULTS } from "@infergrid/swayam";
 import { afterAll, describe, expect, it } from "vitest";
 import { type CliIO, main } from "./cli.js";
 import { DEFAULT_SLOW_LOOP, EXPERIMENT_NAMES, EXPERIMENTS, PAPER_SWAYAM_TIMING, RESNET34 } from "./experiments.js";
+import { loadFapesScenario } from "./fapes-scenario.js";
 import { loadKairosScenario, scenarioKind } from "./kairos-scenario.js";
 import { defaultProfilesDir, defaultTracesDir, repoRoot } from "./paths.js";
 import { POLICY_NAMES } from "./policies.js";
@@ -212,6 +213,7 @@ describe("the scenarios in scenarios/", () => {
       if (scenarioKind(file) === "kairos") expect(() => loadKairosScenario(file, defaultProfilesDir()), file).not.toThrow();
       else if (scenarioKind(file) === "themis")
         expect(() => loadThemisScenario(file, defaultProfilesDir(), defaultTracesDir()), file).not.toThrow();
+      else if (scenarioKind(file) === "fapes") expect(() => loadFapesScenario(file, defaultProfilesDir()), file).not.toThrow();
       else expect(() => loadScenario(file), file).not.toThrow();
     }
     for (const name of EXPERIMENT_NAMES) expect(EXPERIMENTS[name].name).toBe(name);
