@@ -13,7 +13,7 @@ import { emulatedSpec, FAST, registerService, startCluster, type TestCluster, wa
  * end with exactly one result in the job results bucket, none computed twice, and every inference request must
  * end in one answer.
  */
-const ITEMS = 240;
+const ITEMS = 600;
 const GRACE_MS = 2_000;
 const logger = createLogger("test", "fapes-e2e", "silent");
 
@@ -52,7 +52,7 @@ async function start(): Promise<TestCluster> {
     allocatorEnv,
     backendEnv: { INFERGRID_IDLE_TIMEOUT_MS: "4000" },
   });
-  await registerService(cluster, emulatedSpec("svc", { locMs: 8, scaleMs: 4, shape: 0.2, initialBackends: 1, rtMaxMs: 400 }));
+  await registerService(cluster, emulatedSpec("svc", { locMs: 30, scaleMs: 5, shape: 0.2, initialBackends: 1, rtMaxMs: 400 }));
   await waitUntilServing(cluster, "svc");
   return cluster;
 }
@@ -111,7 +111,8 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
   it("an inference surge reclaims loaned backends mid-job; the job still completes with every item once", async () => {
     const c = await start();
     await submitAndWaitForLoans(c, "surge-job", 2);
-    const driver = new LoadDriver(c.brokerClient, () => ({ service: "svc", inputs: {} }), 300, 5_000).start();
+    const surgeAt = Date.now();
+    const driver = new LoadDriver(c.brokerClient, () => ({ service: "svc", inputs: { x: { dims: [1], data: [1] } } }), 40, 5_000).start();
     const reclaimed = await eventually(
       "a reclaim",
       async () => {
@@ -122,7 +123,19 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
       30_000,
       200,
     );
+    const reclaimMs = Date.now() - surgeAt;
     expect(reclaimed.state).toBe(control.JobState.JOB_STATE_RUNNING);
+    // The reclaimed backends serve the surge: the service's list grows past what inference held before.
+    const grown = await eventually(
+      "svc's list to grow",
+      async () => {
+        const entry = await unaryCall(c.adminClient, AllocatorAdminDefinition.GetService, { name: "svc" }, { deadline: Date.now() + 5000 });
+        if ((entry.backends?.length ?? 0) < 3) throw new Error(`list of ${entry.backends?.length ?? 0}`);
+        return entry.backends?.length ?? 0;
+      },
+      20_000,
+      200,
+    );
     await new Promise((r) => setTimeout(r, 4_000));
     driver.setRate(5);
     const done = await waitForCompletion(c, "surge-job");
@@ -133,7 +146,14 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
     // Every request ended in exactly one outcome, and the surge was served.
     expect(driver.outcomes.length).toBe(driver.sentCount);
     const ok = driver.outcomes.filter((o) => o.ok).length;
-    expect(ok / driver.outcomes.length).toBeGreaterThan(0.9);
+    const codes = new Map<string, number>();
+    for (const o of driver.outcomes) codes.set(o.code, (codes.get(o.code) ?? 0) + 1);
+    expect(ok / driver.outcomes.length, JSON.stringify([...codes])).toBeGreaterThan(0.9);
+    console.info(
+      `fapes e2e surge: first reclaim ${reclaimMs} ms after the surge began; svc's list grew to ${grown}; job done in ` +
+        `${Number(done.finishedAtUnixMs) - Number(done.submittedAtUnixMs)} ms with ${done.preemptions} preemptions, ` +
+        `${done.itemsRedone} redone; requests ${driver.outcomes.length}, ok ${ok}, codes ${JSON.stringify([...codes])}`,
+    );
   }, 150_000);
 
   it("drill: a loaned backend killed mid-job, then the allocator killed and restarted; the job completes with every item once", async () => {

@@ -38,7 +38,16 @@ describe("loaning", () => {
       { backend: "f4", job: "urgent" },
     ]);
     expect(d.inferencePool).toBe(6);
+    expect(d.toFree).toBe(0);
     expect(d.reclaim.servers).toEqual([]);
+  });
+
+  it("asks inference to give up list backends beyond its need when jobs want more than is free", () => {
+    // 10 live, inference needs 4, one backend free: one is lent, and 5 more should leave the lists.
+    const d = planLoans({ ...base, inferenceNeed: 4, free: ["f1"], jobs: [job("a", { maxBackends: 8 })] }, settings);
+    expect(d.loans).toEqual([{ backend: "f1", job: "a" }]);
+    expect(d.toFree).toBe(5);
+    expect(d.inferencePool).toBe(4);
   });
 
   it("starts a job only with its minimum; a smaller one behind it may start", () => {
@@ -134,7 +143,8 @@ describe("loaning", () => {
           const stay = loans.length - d.reclaim.servers.length - (loans.length - loans.filter((l) => l.jobs.length > 0).length);
           const onLoan = stay + d.loans.length;
           expect(onLoan).toBeLessThanOrEqual(Math.max(0, live - input.returning - need));
-          expect(d.inferencePool + onLoan + d.reclaim.servers.length + input.returning).toBe(live);
+          expect(d.inferencePool + onLoan + d.reclaim.servers.length + input.returning + d.toFree).toBe(live);
+          expect(d.inferencePool).toBeGreaterThanOrEqual(Math.min(need, live - input.returning - onLoan - d.reclaim.servers.length));
           expect(new Set(d.loans.map((l) => l.backend)).size).toBe(d.loans.length);
         },
       ),

@@ -52,7 +52,12 @@ export interface LoanDecision {
   reclaim: ReclaimPlan;
   /** Idle loans given back because their job has nothing left for them (no job is interrupted). */
   released: string[];
-  /** Backends inference may plan its lists over: live less what stays loaned and what is being returned. */
+  /**
+   * Backends inference should give up from its lists (beyond what it needs) because jobs want more than is free:
+   * they are lent once they have left the lists and drained.
+   */
+  toFree: number;
+  /** Backends inference may plan its lists over: live less what stays loaned, what is being returned and `toFree`. */
   inferencePool: number;
 }
 
@@ -81,6 +86,7 @@ export function planLoans(input: LoanInput, settings: LoanSettings): LoanDecisio
   let room = lendable - stay.length;
   const free = [...input.free, ...released];
   let next = 0;
+  let unmet = 0;
   if (room > 0 && reclaim.servers.length === 0) {
     const held = new Map<string, number>();
     for (const l of stay) for (const j of l.jobs) held.set(j, (held.get(j) ?? 0) + 1);
@@ -106,12 +112,15 @@ export function planLoans(input: LoanInput, settings: LoanSettings): LoanDecisio
       if (has === 0) continue;
       give(j.name, jobWants(j) - has);
     }
+    for (const j of order) unmet += Math.max(0, jobWants(j) - (held.get(j.name) ?? 0));
   }
+  const toFree = Math.max(0, Math.min(room, unmet));
   const loanedReleased = new Set(loans.map((l) => l.backend));
   return {
     loans,
     reclaim,
     released: released.filter((id) => !loanedReleased.has(id)),
-    inferencePool: input.live - input.returning - reclaim.servers.length - stay.length - loans.length,
+    toFree,
+    inferencePool: input.live - input.returning - reclaim.servers.length - stay.length - loans.length - toFree,
   };
 }

@@ -621,24 +621,30 @@ export class Allocator {
     const typeOf = (id: string) => this.pool.get(id)?.info.instanceType;
     const liveIds = this.pool.live(now).map((m) => m.id);
     const listed = new Set([...cleaned.values()].flat());
+    let toFree = 0;
     if (this.loans) {
       // Loans first (inference's need decides what may be lent), then the lists over what is not loaned.
-      const using = new Set([
-        backend.BackendState.BACKEND_STATE_WARM_IDLE,
-        backend.BackendState.BACKEND_STATE_BUSY,
-        backend.BackendState.BACKEND_STATE_PROVISIONING,
-      ]);
       const held = this.loans.held();
-      await this.loans.step(now, {
+      toFree = await this.loans.step(now, {
         live: liveIds,
         free: liveIds.filter((id) => !listed.has(id) && !this.retiring.has(id) && !held.has(id)),
         demand: this.lastDemand,
-        inUse: [...listed].filter((id) => using.has(this.pool.get(id)?.info.state ?? backend.BackendState.BACKEND_STATE_UNSPECIFIED))
-          .length,
+        inUse: [...listed].filter((id) => this.inUse(id)).length,
         stateOf: (id) => this.pool.get(id)?.info.state,
       });
     }
     const lent = this.loans?.held() ?? new Set<string>();
+    // Jobs want backends that sit unused in lists: the lists give up idle tail entries (never one in use, never
+    // below the spec's floor, never a Themis-sized list), which are lent once out of them.
+    for (const n of names) {
+      if (toFree <= 0 || this.options.listTarget?.(n)) continue;
+      const list = cleaned.get(n) ?? [];
+      const floor = this.services.get(n)?.entry.spec?.minBackends ?? 0;
+      while (toFree > 0 && list.length > floor && !this.inUse(list.at(-1) as string)) {
+        list.pop();
+        toFree--;
+      }
+    }
     const decision = this.options.policy({
       services: names.map((n) => {
         const spec = this.services.get(n)?.entry.spec;
@@ -709,7 +715,8 @@ export class Allocator {
           reason: r?.reason ?? "reclaimed by the allocation",
         });
       }
-      if (!addedTo.has(id)) await this.writeAssignment(id, "", null, now);
+      // A backend just lent to a job already has its assignment (the loan).
+      if (!addedTo.has(id) && !lent.has(id)) await this.writeAssignment(id, "", null, now);
     }
     for (const [id, record] of [...this.assignments]) {
       if (this.pool.get(id) !== undefined) continue;
@@ -813,6 +820,16 @@ export class Allocator {
     const latencySloMs = (service && this.services.get(service)?.entry.spec?.sla?.latencyThresholdMs) || 0;
     await this.actuator.putAssignment({ backendId: id, service, model, version, updatedAtUnixMs: now, latencySloMs });
     this.assignments.set(id, { service, version, updatedAt: now, acknowledged: false, since: now });
+  }
+
+  /** Warm, busy or loading: serving its service, or about to. */
+  private inUse(id: string): boolean {
+    const state = this.pool.get(id)?.info.state;
+    return (
+      state === backend.BackendState.BACKEND_STATE_WARM_IDLE ||
+      state === backend.BackendState.BACKEND_STATE_BUSY ||
+      state === backend.BackendState.BACKEND_STATE_PROVISIONING
+    );
   }
 
   /** A backend's loan (job set, service empty) or its return (both empty). */

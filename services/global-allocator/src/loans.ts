@@ -239,7 +239,8 @@ export class LoanManager {
   /**
    * One loan step: ends loans of backends that left, takes back the returned ones, reads progress, finishes
    * jobs that are done, then plans (libs/fapes planLoans) and writes the new loans and reclaims. Returns how
-   * many backends inference may plan its lists over.
+   * many backends the lists should give up because jobs want more than is free (they are lent on a later
+   * step, once out of the lists).
    */
   async step(now: number, view: LoanView): Promise<number> {
     const live = new Set(view.live);
@@ -294,6 +295,20 @@ export class LoanManager {
       { live: view.live.length, inferenceNeed: need, loans, returning, free: view.free, jobs },
       { strategy: this.options.strategy, random: this.random },
     );
+    if (active.length > 0)
+      this.logger.debug(
+        {
+          need,
+          demand: view.demand,
+          inUse: view.inUse,
+          free: view.free.length,
+          loaned: loans.length,
+          returning,
+          lent: decision.loans.length,
+          toFree: decision.toFree,
+        },
+        "loan step",
+      );
     for (const id of decision.released) {
       const loan = this.loans.get(id);
       if (loan) await this.askBack(id, loan, now);
@@ -328,7 +343,7 @@ export class LoanManager {
       this.logger.info({ backend: id, job }, "backend loaned to a best-effort job");
     }
     for (const r of this.jobs.values()) if (r.dirty) await this.flush(r);
-    return view.live.length - this.loans.size;
+    return decision.toFree;
   }
 
   private async askBack(id: string, loan: Loan, now: number): Promise<void> {

@@ -3,12 +3,12 @@ import { JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { themisPolicy } from "@infergrid/themis";
-import { LOAN_DEFAULTS } from "./loans.js";
 import { RegistryActuator, readRegistry } from "./actuator.js";
 import { adminHandlers } from "./admin.js";
 import { Allocator } from "./allocator.js";
 import { collect } from "./collector.js";
 import { allocatorConfig, configProblems, timing } from "./config.js";
+import { LOAN_DEFAULTS } from "./loans.js";
 import { startControlLoop } from "./loop.js";
 import { allocatorMetrics } from "./metrics.js";
 import { plannedSpec, SharePlanner } from "./planner.js";
