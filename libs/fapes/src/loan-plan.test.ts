@@ -1,7 +1,7 @@
 import { seededRandom } from "@infergrid/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type LoanInput, type LoanJob, loanOrder, planLoans } from "./loan-plan.js";
+import { inferenceNeed, type LoanInput, type LoanJob, loanOrder, planLoans } from "./loan-plan.js";
 
 const job = (name: string, over: Partial<LoanJob> = {}): LoanJob => ({
   name,
@@ -149,5 +149,14 @@ describe("loaning", () => {
         },
       ),
     );
+  });
+});
+
+describe("what inference keeps", () => {
+  it("follows its rule: the plan, the plan and the headroom, or the larger of plan and use and the headroom", () => {
+    expect(inferenceNeed("plan", 10, 14, 3)).toBe(10);
+    expect(inferenceNeed("plan-headroom", 10, 14, 3)).toBe(13);
+    expect(inferenceNeed("plan-in-use-headroom", 10, 14, 3)).toBe(17);
+    expect(inferenceNeed("plan-in-use-headroom", 10, 4, 3)).toBe(13);
   });
 });

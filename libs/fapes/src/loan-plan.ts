@@ -61,6 +61,27 @@ export interface LoanDecision {
   inferencePool: number;
 }
 
+/**
+ * How many backends inference must hold now. `plan`: what the slow loop's plan asks for (FaPES lends everything
+ * beyond its inference jobs' min_scale). `plan-headroom`: the plan plus the learned headroom. `plan-in-use-headroom`
+ * (this system's default): the larger of the plan and the backends inference uses now, plus the headroom, so that
+ * the fast loop's burst room is lent only where it is not used.
+ */
+export type NeedRule = "plan" | "plan-headroom" | "plan-in-use-headroom";
+
+export const NEED_RULES: readonly NeedRule[] = ["plan", "plan-headroom", "plan-in-use-headroom"];
+
+export function inferenceNeed(rule: NeedRule, plan: number, inUse: number, headroom: number): number {
+  switch (rule) {
+    case "plan":
+      return plan;
+    case "plan-headroom":
+      return plan + headroom;
+    case "plan-in-use-headroom":
+      return Math.max(plan, inUse) + headroom;
+  }
+}
+
 /** Jobs in the order they get backends: priority, then arrival, then name. */
 export function loanOrder(jobs: readonly LoanJob[]): LoanJob[] {
   return [...jobs].sort(

@@ -14,7 +14,16 @@
  * only then does it go back to inference's pool, and it is cold there.
  */
 import { seededRandom } from "@infergrid/core";
-import { HeadroomLearner, type LoanedServer, type LoanJob, planLoans, type ReclaimStrategy, reclaimedItem } from "@infergrid/fapes";
+import {
+  HeadroomLearner,
+  inferenceNeed,
+  type LoanedServer,
+  type LoanJob,
+  type NeedRule,
+  planLoans,
+  type ReclaimStrategy,
+  reclaimedItem,
+} from "@infergrid/fapes";
 import type { LoanHook, LoanSurface } from "./config.js";
 import { LOAN_EVENT, type Simulation } from "./engine.js";
 import type { FapesJobStream, JobItems } from "./fapes-scenario.js";
@@ -23,6 +32,9 @@ const JOB_ARRIVES = LOAN_EVENT;
 const READY = LOAN_EVENT + 1;
 const ITEM_DONE = LOAN_EVENT + 2;
 const GRACE_OVER = LOAN_EVENT + 3;
+const CONTROL = LOAN_EVENT + 4;
+/** The global allocator's control period (`--control-period-ms`): its loan step runs every control step. */
+export const LOAN_CONTROL_PERIOD_MS = 2_000;
 
 /** One best-effort job of the stream. */
 export interface FapesJob {
@@ -36,7 +48,14 @@ export interface FapesJob {
 export type LoanMode =
   | { kind: "observe" }
   | { kind: "dedicated"; inferenceBackends: number }
-  | { kind: "loan"; need: "plan" | "plan-in-use-headroom"; strategy: ReclaimStrategy };
+  | {
+      kind: "loan";
+      /** How much inference keeps (libs/fapes inferenceNeed), the plan being the slow loop's demand. */
+      need: NeedRule;
+      strategy: ReclaimStrategy;
+      /** Loan steps every control period (as the allocator) rather than at slow-loop ticks only. */
+      control?: boolean;
+    };
 
 function drawItems(items: JobItems, u: () => number): number {
   if (items.kind === "uniform") return items.min + Math.min(items.max - items.min, Math.floor(u() * (items.max - items.min + 1)));
@@ -126,6 +145,7 @@ export class FapesLoans implements LoanHook {
   private readonly headroom = new HeadroomLearner();
   private readonly random;
   private need: number;
+  private demand: number | undefined;
   private arrivedJobs = 0;
   readonly stats: FapesRunStats;
 
@@ -184,6 +204,7 @@ export class FapesLoans implements LoanHook {
     }
     // An observing run schedules nothing: it must stay event for event the run without loans.
     if (this.mode.kind !== "observe") for (const [i, j] of this.jobs.entries()) this.at(j.spec.submittedAtMs, JOB_ARRIVES, i);
+    if (this.mode.kind === "loan" && this.mode.control) this.at(LOAN_CONTROL_PERIOD_MS, CONTROL, 0);
   }
 
   inferenceCapacity(): number {
@@ -197,11 +218,18 @@ export class FapesLoans implements LoanHook {
       if (this.mode.kind === "dedicated") this.step(now);
       return;
     }
-    this.headroom.observe(now, inUse);
-    if (demand !== undefined) {
-      this.need = this.mode.need === "plan" ? demand : Math.max(demand, inUse) + this.headroom.headroom();
-    }
+    if (demand !== undefined) this.demand = demand;
+    this.judge(now, inUse);
     this.step(now);
+  }
+
+  /** What inference needs now, by the mode's rule, from the last plan and the backends in use. */
+  private judge(now: number, inUse: number): void {
+    if (this.mode.kind !== "loan") return;
+    this.headroom.observe(now, inUse);
+    const demand = this.demand;
+    if (demand === undefined) return;
+    this.need = inferenceNeed(this.mode.need, demand, inUse, this.headroom.headroom());
   }
 
   handle(kind: number, a: number, b: number): void {
@@ -216,6 +244,11 @@ export class FapesLoans implements LoanHook {
         return;
       case ITEM_DONE:
         if (this.gen[a] === b) this.itemDone(a, now);
+        return;
+      case CONTROL:
+        this.judge(now, this.cluster.inferenceInUse());
+        this.step(now);
+        this.at(now + LOAN_CONTROL_PERIOD_MS, CONTROL, 0);
         return;
       case GRACE_OVER:
         if (this.gen[a] === b && this.phase[a] === RETURNING) {
@@ -259,7 +292,7 @@ export class FapesLoans implements LoanHook {
     const free =
       this.mode.kind === "dedicated"
         ? [...this.partitionFree]
-        : this.cluster.lendCandidates(this.mode.kind === "loan" && this.mode.need === "plan" ? "share" : "prefix");
+        : this.cluster.lendCandidates(this.mode.kind === "loan" && this.mode.need !== "plan-in-use-headroom" ? "share" : "prefix");
     const decision = planLoans(
       {
         live: this.cluster.backendCount,

@@ -179,6 +179,12 @@ export const allocatorConfig = z.object({
     .enum(["on", "off"])
     .default("on")
     .describe("best-effort jobs (FaPES): lend backends inference does not need to submitted jobs, and reclaim them when it does"),
+  loanNeed: z
+    .enum(["plan-in-use-headroom", "plan-headroom", "plan"])
+    .default("plan-in-use-headroom")
+    .describe(
+      "what inference keeps before lending: the larger of its plan and the backends it uses, plus the learned headroom; the plan plus the headroom; or the plan alone (FaPES)",
+    ),
   loanReclaim: z
     .enum(["fewest-preemptions", "fapes-greedy", "random"])
     .default("fewest-preemptions")

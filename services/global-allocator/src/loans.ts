@@ -1,5 +1,14 @@
 import { seededRandom } from "@infergrid/core";
-import { HeadroomLearner, type HeadroomSettings, type LoanedServer, type LoanJob, planLoans, type ReclaimStrategy } from "@infergrid/fapes";
+import {
+  HeadroomLearner,
+  type HeadroomSettings,
+  inferenceNeed,
+  type LoanedServer,
+  type LoanJob,
+  type NeedRule,
+  planLoans,
+  type ReclaimStrategy,
+} from "@infergrid/fapes";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
 import { normalizeJobSpec, sameJobSpec } from "./job-spec.js";
@@ -18,6 +27,8 @@ export interface JobsPort {
 export type AssignJob = (backendId: string, job: string, spec: control.BestEffortJobSpec.$Properties | null) => Promise<void>;
 
 export interface LoanOptions {
+  /** How many backends inference keeps before anything is lent (libs/fapes inferenceNeed). */
+  need: NeedRule;
   /** Which loaned backends go back first when inference needs them. */
   strategy: ReclaimStrategy;
   /** How long a reclaimed backend has to let go of its item (FaPES: 15 s). */
@@ -33,6 +44,7 @@ export interface LoanOptions {
 }
 
 export const LOAN_DEFAULTS: Omit<LoanOptions, "headroom"> = {
+  need: "plan-in-use-headroom",
   strategy: "fewest-preemptions",
   graceMs: 15_000,
   progressPeriodMs: 2_000,
@@ -262,7 +274,7 @@ export class LoanManager {
     await this.readProgress(now);
 
     this.headroom.observe(now, view.inUse);
-    const need = Math.max(view.demand, view.inUse) + this.headroom.headroom();
+    const need = inferenceNeed(this.options.need, view.demand, view.inUse, this.headroom.headroom());
     this.lastNeed = need;
 
     const active = [...this.jobs.values()].filter((r) => !finished(r.job.state));

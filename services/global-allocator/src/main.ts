@@ -111,6 +111,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
             store: jobStore,
             loan: {
               ...LOAN_DEFAULTS,
+              need: config.loanNeed,
               strategy: config.loanReclaim,
               graceMs: config.jobGraceMs,
               // A reclaimed backend serves again after its grace period and a cold start.
