@@ -185,6 +185,7 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
       },
     });
     extra.push(again);
+    const restartedAt = Date.now();
     const admin = createClient(again.ready.grpcAddress ?? "");
     try {
       const done = await eventually(
@@ -199,6 +200,10 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
       );
       expect(done.itemsDone).toBe(ITEMS);
       expect(done.itemsRedone).toBe(0);
+      console.info(
+        `fapes e2e drill: a loaned backend killed, then the allocator; job done in ${Number(done.finishedAtUnixMs) - Number(done.submittedAtUnixMs)} ms ` +
+          `(${Number(done.finishedAtUnixMs) - restartedAt} ms after the new allocator started) with ${done.preemptions} preemptions, ${done.itemsRedone} redone`,
+      );
     } finally {
       admin.close();
     }
