@@ -32,6 +32,18 @@ describe("the learned headroom", () => {
     expect(h.headroom()).toBe(1);
   });
 
+  it("does not count a rise its plan foresaw, only use beyond the plan", () => {
+    const h = new HeadroomLearner(settings);
+    // A service registers: use goes 0 -> 6 within 20 s, as planned.
+    h.observe(0, 0, 6);
+    h.observe(10_000, 3, 6);
+    h.observe(20_000, 6, 6);
+    expect(h.headroom()).toBe(1);
+    // Then a burst the plan did not see: 6 -> 9 within 10 s.
+    h.observe(30_000, 9, 6);
+    expect(h.headroom()).toBe(3);
+  });
+
   it("refuses settings that cannot work", () => {
     expect(() => new HeadroomLearner({ leadTimeMs: 0, memoryMs: 1, floor: 0 })).toThrow(RangeError);
   });

@@ -1,9 +1,11 @@
 /**
  * How many backends beyond its plan inference keeps when the rest is loaned: learned online from the cluster's
  * own history, not a constant. A loaned backend takes a grace period plus a cold start to serve again (the
- * reclaim lead time), so inference keeps as many spare backends as its use has ever risen within one lead time
- * over the recent past. FaPES loans everything beyond the inference jobs' min_scale; here the fast loop scales
- * inside lists between slow-loop plans, and a burst faster than a reclaim would meet no backend at all.
+ * reclaim lead time), so inference keeps as many spare backends as its use has ever risen beyond its plan within
+ * one lead time over the recent past. Rises the plan foresaw (a service registering with its initial backends,
+ * a planned scale-out) are not counted: only use beyond the plan is. FaPES loans everything beyond the inference
+ * jobs' min_scale; here the fast loop scales inside lists between slow-loop plans, and a burst faster than a
+ * reclaim would meet no backend at all.
  */
 
 export interface HeadroomSettings {
@@ -28,12 +30,12 @@ export class HeadroomLearner {
       throw new RangeError("headroom: leadTimeMs > 0, memoryMs >= leadTimeMs and floor >= 0 are required");
   }
 
-  /** One observation: the backends inference uses now (warm or starting in its lists). */
-  observe(nowMs: number, inUse: number): void {
+  /** One observation: the backends inference uses now (warm or starting in its lists) and what its plan asks. */
+  observe(nowMs: number, inUse: number, plan = 0): void {
     const last = this.at.length > 0 ? (this.at[this.at.length - 1] as number) : Number.NEGATIVE_INFINITY;
     if (nowMs < last) return;
     this.at.push(nowMs);
-    this.use.push(Math.max(0, inUse));
+    this.use.push(Math.max(0, inUse - Math.max(0, plan)));
     let drop = 0;
     while (drop < this.at.length && (this.at[drop] as number) < nowMs - this.settings.memoryMs) drop++;
     if (drop > 0) {
@@ -42,7 +44,7 @@ export class HeadroomLearner {
     }
   }
 
-  /** Spare backends to keep: max over remembered t of use(t) - min use over [t - lead time, t]. */
+  /** Spare backends to keep: max over remembered t of excess(t) - min excess over [t - lead time, t], excess = use - plan. */
   headroom(): number {
     let rise = 0;
     let lo = 0;

@@ -226,8 +226,8 @@ export class FapesLoans implements LoanHook {
   /** What inference needs now, by the mode's rule, from the last plan and the backends in use. */
   private judge(now: number, inUse: number): void {
     if (this.mode.kind !== "loan") return;
-    this.headroom.observe(now, inUse);
     const demand = this.demand;
+    this.headroom.observe(now, inUse, demand ?? 0);
     if (demand === undefined) return;
     this.need = inferenceNeed(this.mode.need, demand, inUse, this.headroom.headroom());
   }

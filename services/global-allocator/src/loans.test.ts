@@ -87,8 +87,9 @@ describe("the allocator's loans", () => {
     expect([...assigned].filter(([, j]) => j === "a")).toHaveLength(3);
     expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_RUNNING);
     expect(store.records.get("a")?.job.backends).toHaveLength(3);
-    // Inference's use jumps to 4: need 4 + the learned rise (2) = 6: all three loans come back, one preemption.
-    await loans.step(2_000, view({ inUse: 4, demand: 4 }));
+    // Inference uses 4 where its plan asked 2: need 4 + the learned rise beyond the plan (2) = 6: all three loans come
+    // back, one preemption.
+    await loans.step(2_000, view({ inUse: 4 }));
     expect(loans.get("a").backends).toEqual([]);
     expect(loans.get("a").preemptions).toBe(1);
     expect(preempted).toEqual(["a"]);
@@ -96,7 +97,7 @@ describe("the allocator's loans", () => {
     // Returning backends stay out of the lists until they report letting go.
     expect(loans.held().size).toBe(3);
     for (const id of loans.held()) loans.onBackendReport(id, { job: "", state: B.BACKEND_STATE_COLD });
-    expect(await loans.step(3_000, view({ inUse: 4, demand: 4 }))).toBe(0);
+    expect(await loans.step(3_000, view({ inUse: 4 }))).toBe(0);
     expect(loans.held().size).toBe(0);
   });
 

@@ -273,7 +273,7 @@ export class LoanManager {
     }
     await this.readProgress(now);
 
-    this.headroom.observe(now, view.inUse);
+    this.headroom.observe(now, view.inUse, view.demand);
     const need = inferenceNeed(this.options.need, view.demand, view.inUse, this.headroom.headroom());
     this.lastNeed = need;
 
