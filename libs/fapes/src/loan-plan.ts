@@ -63,9 +63,10 @@ export interface LoanDecision {
 
 /**
  * How many backends inference must hold now. `plan`: what the slow loop's plan asks for (FaPES lends everything
- * beyond its inference jobs' min_scale). `plan-headroom`: the plan plus the learned headroom. `plan-in-use-headroom`
- * (this system's default): the larger of the plan and the backends inference uses now, plus the headroom, so that
- * the fast loop's burst room is lent only where it is not used.
+ * beyond its inference jobs' min_scale). `plan-headroom` (the default with a slow loop that plans from the load):
+ * the plan plus the learned headroom. `plan-in-use-headroom` (the default with a static split, whose plan does not
+ * follow the load): the larger of the plan and the backends inference uses now, plus the headroom, so that the
+ * fast loop's burst room is lent only where it is not used.
  */
 export type NeedRule = "plan" | "plan-headroom" | "plan-in-use-headroom";
 

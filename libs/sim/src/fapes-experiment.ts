@@ -93,9 +93,9 @@ export function loanMode(policy: FapesPolicy, inferenceBackends: number): LoanMo
     case "fapes":
       return { kind: "loan", need: "plan", strategy: "fapes-greedy" };
     case "infergrid":
-      return { kind: "loan", need: "plan-in-use-headroom", strategy: "fewest-preemptions", control: true };
-    case "infergrid-lean":
       return { kind: "loan", need: "plan-headroom", strategy: "fewest-preemptions", control: true };
+    case "infergrid-in-use":
+      return { kind: "loan", need: "plan-in-use-headroom", strategy: "fewest-preemptions", control: true };
   }
 }
 

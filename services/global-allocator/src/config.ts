@@ -180,10 +180,10 @@ export const allocatorConfig = z.object({
     .default("on")
     .describe("best-effort jobs (FaPES): lend backends inference does not need to submitted jobs, and reclaim them when it does"),
   loanNeed: z
-    .enum(["plan-in-use-headroom", "plan-headroom", "plan"])
-    .default("plan-in-use-headroom")
+    .enum(["auto", "plan-headroom", "plan-in-use-headroom", "plan"])
+    .default("auto")
     .describe(
-      "what inference keeps before lending: the larger of its plan and the backends it uses, plus the learned headroom; the plan plus the headroom; or the plan alone (FaPES)",
+      "what inference keeps before lending: its plan plus the learned headroom (auto with --policy faro, whose plan follows the load); the larger of its plan and the backends it uses, plus the headroom (auto with --policy static, whose plan does not); or the plan alone (FaPES)",
     ),
   loanReclaim: z
     .enum(["fewest-preemptions", "fapes-greedy", "random"])
