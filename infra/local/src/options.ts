@@ -154,7 +154,7 @@ export function buildProgram(): Command {
         "  npm start -- --trace invocations_per_function_md.anon.d01.csv --top-jobs 5 --peak-rps 40 --summary-json out/summary.json",
         "  npm start -- --kairos dien --types g4dn.xlarge=2,t3.xlarge=3 --duration 30 --peak-rps 20",
         "  npm start -- --themis resnet34 --base-rps 3 --peak-rps 20 --step-at 10 --step-for 20 --duration 50",
-        "  npm start -- --duration 60 --backends 8 --best-effort-items 3000",
+        "  npm start -- --duration 60 --best-effort-items 3000",
       ].join("\n"),
     )
     .option("--trace <path>", "trace file: per-minute CSV (minute,<job>,...) or Azure Functions 2019 invocations file")
