@@ -32,6 +32,7 @@ const allocatorEnv = {
   // Rises of inference's use are learned over a short memory, so that the test sees loans after a surge.
   INFERGRID_PLANNED_COLD_START_MS: "1000",
   INFERGRID_LOAN_HEADROOM_MEMORY_MS: "20000",
+  INFERGRID_LOAN_HOLD_MS: "5000",
 };
 
 function jobSpec(name: string): control.BestEffortJobSpec.$Properties {

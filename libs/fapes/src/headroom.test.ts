@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { HeadroomLearner } from "./headroom.js";
+import { HeadroomLearner, PeakWindow } from "./headroom.js";
 
 const settings = { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 };
 
@@ -46,5 +46,25 @@ describe("the learned headroom", () => {
 
   it("refuses settings that cannot work", () => {
     expect(() => new HeadroomLearner({ leadTimeMs: 0, memoryMs: 1, floor: 0 })).toThrow(RangeError);
+  });
+});
+
+describe("the held need", () => {
+  it("follows a rise at once and a fall only once it has held for the window", () => {
+    const w = new PeakWindow(300_000);
+    expect(w.observe(0, 10)).toBe(10);
+    expect(w.observe(2_000, 14)).toBe(14);
+    expect(w.observe(60_000, 8)).toBe(14);
+    // 14 (at 2 s) leaves the window after 302 s; 8 (at 60 s) is below 9.
+    expect(w.observe(301_000, 9)).toBe(14);
+    expect(w.observe(303_000, 9)).toBe(9);
+    expect(w.observe(304_000, 7)).toBe(9);
+    expect(w.observe(604_000, 7)).toBe(7);
+  });
+
+  it("with no window is the value itself", () => {
+    const w = new PeakWindow(0);
+    expect(w.observe(0, 5)).toBe(5);
+    expect(w.observe(1, 3)).toBe(3);
   });
 });

@@ -62,3 +62,34 @@ export class HeadroomLearner {
     return Math.max(this.settings.floor, Math.ceil(rise));
   }
 }
+
+/**
+ * The largest value seen over a trailing window: inference's need goes through it before anything is lent, so a
+ * rise is followed at once (a reclaim) and a fall only once it has held for the window (as Kubernetes' HPA
+ * stabilises scale-downs). A backend is then not lent in a dip of the plan only to be taken back, a preemption,
+ * when the plan rises again.
+ */
+export class PeakWindow {
+  private readonly at: number[] = [];
+  private readonly value: number[] = [];
+
+  constructor(private readonly windowMs: number) {
+    if (!(windowMs >= 0)) throw new RangeError("peak window: windowMs >= 0 is required");
+  }
+
+  /** Records `value` at `nowMs` and returns the peak over (nowMs - windowMs, nowMs]. */
+  observe(nowMs: number, value: number): number {
+    // A deque of decreasing values: its front is the peak.
+    while (this.value.length > 0 && (this.value[this.value.length - 1] as number) <= value) {
+      this.value.pop();
+      this.at.pop();
+    }
+    this.at.push(nowMs);
+    this.value.push(value);
+    while (this.at.length > 1 && (this.at[0] as number) <= nowMs - this.windowMs) {
+      this.at.shift();
+      this.value.shift();
+    }
+    return this.value[0] as number;
+  }
+}

@@ -20,6 +20,7 @@ import {
   type LoanedServer,
   type LoanJob,
   type NeedRule,
+  PeakWindow,
   planLoans,
   type ReclaimStrategy,
   reclaimedItem,
@@ -55,6 +56,8 @@ export type LoanMode =
       strategy: ReclaimStrategy;
       /** Loan steps every control period (as the allocator) rather than at slow-loop ticks only. */
       control?: boolean;
+      /** A fall of the need is followed only once it has held this long (PeakWindow); 0: at once. */
+      holdMs?: number;
     };
 
 function drawItems(items: JobItems, u: () => number): number {
@@ -143,6 +146,7 @@ export class FapesLoans implements LoanHook {
   /** A dedicated partition's backends (withheld for good), not given to any job now. */
   private readonly partitionFree = new Set<number>();
   private readonly headroom = new HeadroomLearner();
+  private readonly hold: PeakWindow;
   private readonly random;
   private need: number;
   private demand: number | undefined;
@@ -164,6 +168,7 @@ export class FapesLoans implements LoanHook {
     this.heldSince = new Float64Array(n).fill(Number.NaN);
     this.gen = new Int32Array(n);
     this.random = seededRandom(sim.config.seed * 7919 + 13);
+    this.hold = new PeakWindow(mode.kind === "loan" ? (mode.holdMs ?? 0) : 0);
     // No loans before inference has a plan: until then it may need every backend.
     this.need = n;
     this.jobs = jobs.map((spec, i) => {
@@ -229,7 +234,7 @@ export class FapesLoans implements LoanHook {
     const demand = this.demand;
     this.headroom.observe(now, inUse, demand ?? 0);
     if (demand === undefined) return;
-    this.need = inferenceNeed(this.mode.need, demand, inUse, this.headroom.headroom());
+    this.need = this.hold.observe(now, inferenceNeed(this.mode.need, demand, inUse, this.headroom.headroom()));
   }
 
   handle(kind: number, a: number, b: number): void {

@@ -93,7 +93,7 @@ export function loanMode(policy: FapesPolicy, inferenceBackends: number): LoanMo
     case "fapes":
       return { kind: "loan", need: "plan", strategy: "fapes-greedy" };
     case "infergrid":
-      return { kind: "loan", need: "plan-headroom", strategy: "fewest-preemptions", control: true };
+      return { kind: "loan", need: "plan-headroom", strategy: "fewest-preemptions", control: true, holdMs: 300_000 };
     case "infergrid-in-use":
       return { kind: "loan", need: "plan-in-use-headroom", strategy: "fewest-preemptions", control: true };
   }

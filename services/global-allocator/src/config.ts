@@ -191,6 +191,9 @@ export const allocatorConfig = z.object({
     .describe(
       "which loaned backends go back first: the fewest jobs preempted (exact up to 16 jobs), FaPES's greedy (largest gain within the need), or random",
     ),
+  loanHoldMs: field
+    .ms(300_000)
+    .describe("a fall of inference's need is followed (more lent) only once it has held this long; a rise is followed at once"),
   jobGraceMs: field.ms(15_000).describe("how long a reclaimed backend has to finish or abandon its job's item (FaPES: 15 s)"),
   loanHeadroomFloor: field
     .int(1, 0)

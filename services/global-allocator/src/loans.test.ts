@@ -53,7 +53,7 @@ function setup() {
       assigned.set(id, job);
     },
     logger,
-    { ...LOAN_DEFAULTS, progressPeriodMs: 0, headroom: { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 } },
+    { ...LOAN_DEFAULTS, holdMs: 0, progressPeriodMs: 0, headroom: { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 } },
     { onPreempted: (j) => preempted.push(j) },
   );
   const ids = ["b1", "b2", "b3", "b4", "b5", "b6"];

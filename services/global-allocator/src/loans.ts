@@ -6,6 +6,7 @@ import {
   type LoanedServer,
   type LoanJob,
   type NeedRule,
+  PeakWindow,
   planLoans,
   type ReclaimStrategy,
 } from "@infergrid/fapes";
@@ -35,6 +36,8 @@ export interface LoanOptions {
   graceMs: number;
   /** How inference's spare backends are learned (the lead time: grace plus a cold start). */
   headroom: HeadroomSettings;
+  /** A fall of inference's need is followed (more lent) only once it has held this long. */
+  holdMs: number;
   /** How often each unfinished job's progress is read from the store. */
   progressPeriodMs: number;
   /** A reclaimed backend that never reports letting go is counted as back after this long (it died, say). */
@@ -46,6 +49,7 @@ export interface LoanOptions {
 export const LOAN_DEFAULTS: Omit<LoanOptions, "headroom"> = {
   need: "plan-in-use-headroom",
   strategy: "fewest-preemptions",
+  holdMs: 300_000,
   graceMs: 15_000,
   progressPeriodMs: 2_000,
   returnTimeoutMs: 45_000,
@@ -100,6 +104,7 @@ export class LoanManager {
   private readonly jobs = new Map<string, JobRecord>();
   private readonly loans = new Map<string, Loan>();
   private readonly headroom: HeadroomLearner;
+  private readonly hold: PeakWindow;
   private readonly random;
   private lastNeed = 0;
 
@@ -111,6 +116,7 @@ export class LoanManager {
     private readonly hooks: { onPreempted?(job: string): void } = {},
   ) {
     this.headroom = new HeadroomLearner(options.headroom);
+    this.hold = new PeakWindow(options.holdMs);
     this.random = seededRandom(options.seed);
   }
 
@@ -274,7 +280,7 @@ export class LoanManager {
     await this.readProgress(now);
 
     this.headroom.observe(now, view.inUse, view.demand);
-    const need = inferenceNeed(this.options.need, view.demand, view.inUse, this.headroom.headroom());
+    const need = this.hold.observe(now, inferenceNeed(this.options.need, view.demand, view.inUse, this.headroom.headroom()));
     this.lastNeed = need;
 
     const active = [...this.jobs.values()].filter((r) => !finished(r.job.state));

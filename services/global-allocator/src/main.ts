@@ -114,6 +114,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
               // A plan that follows the load (Faro's shares) is what inference needs; a static split is not.
               need: config.loanNeed !== "auto" ? config.loanNeed : config.policy === "faro" ? "plan-headroom" : "plan-in-use-headroom",
               strategy: config.loanReclaim,
+              holdMs: config.loanHoldMs,
               graceMs: config.jobGraceMs,
               // A reclaimed backend serves again after its grace period and a cold start.
               headroom: {
