@@ -131,6 +131,25 @@ describe("bad input gets a clear status", () => {
     expect(notJson.status).toBe(400);
     const notObject = await postJson("/v1/infer", [1, 2]);
     expect(notObject.status).toBe(400);
+    // The broker and the frontend forward tensors as bytes and check their form; the values are checked by the
+    // backend that decodes them, with the same status and message.
+    const nan = await grpcStatus(infer(cluster, { service: "echo", inputs: { x: { dims: [2], data: [1, Number.NaN] } } }));
+    expect([nan.code, nan.details]).toEqual([grpc.status.INVALID_ARGUMENT, 'input "x": value 1 is not a finite number']);
+    // Bytes that are not an InferRequest at all: the client's fault, not the server's.
+    const garbage = await grpcStatus(
+      new Promise((resolve, reject) =>
+        cluster.brokerClient.makeUnaryRequest(
+          InferenceServiceDefinition.Infer.path,
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          Buffer.from([0x0a, 0x7f, 0x61]),
+          { deadline: Date.now() + 5000 },
+          (err, res) => (err ? reject(err) : resolve(res)),
+        ),
+      ),
+    );
+    expect(garbage.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(garbage.details).toContain("not a valid InferRequest");
   });
 
   it("payload over the configured limit -> RESOURCE_EXHAUSTED / 413", async () => {

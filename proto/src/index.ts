@@ -6,6 +6,7 @@
 import "./numbers-not-longs.js";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { infergrid } from "./gen/messages.js";
+import { decodeExecuteRequest } from "./routed.js";
 
 export import inference = infergrid.inference.v1;
 export import backend = infergrid.backend.v1;
@@ -66,6 +67,16 @@ export const BackendServiceDefinition = {
   Resize: unary("infergrid.backend.v1.BackendService", "Resize", backend.ResizeRequest, backend.ResizeReply),
 } satisfies ServiceDefinition;
 
+/**
+ * BackendService as a backend serves it: Execute's tensors decode straight into Float32Arrays
+ * (`decodeExecuteRequest`), and bytes that are not an ExecuteRequest reach the handler (INVALID_ARGUMENT)
+ * instead of failing in grpc-js (INTERNAL). Clients use BackendServiceDefinition; the wire is the same.
+ */
+export const BackendServingDefinition = {
+  ...BackendServiceDefinition,
+  Execute: { ...BackendServiceDefinition.Execute, requestDeserialize: (b: Buffer) => decodeExecuteRequest(b) },
+} satisfies ServiceDefinition;
+
 const adminPath = "infergrid.admin.v1.AllocatorAdmin";
 export const AllocatorAdminDefinition = {
   RegisterService: unary(adminPath, "RegisterService", admin.RegisterServiceRequest, admin.RegisterServiceReply),
@@ -82,3 +93,4 @@ export const AllocatorAdminDefinition = {
 /** Request and response property types of a method definition. */
 export type RequestOf<M> = M extends MethodDefinition<infer Req, unknown> ? Req : never;
 export type ResponseOf<M> = M extends MethodDefinition<unknown, infer Res> ? Res : never;
+export * from "./routed.js";

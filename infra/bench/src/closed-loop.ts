@@ -15,13 +15,14 @@ export interface LoopResult {
 
 /**
  * `concurrency` workers each send the next request as soon as the last one is answered, for
- * `durationMs` after a warm-up that is not measured.
+ * `durationMs` after a warm-up that is not measured. `window` is told when the measured window opens and closes.
  */
 export async function closedLoop(
   call: () => Promise<unknown>,
   concurrency: number,
   warmupMs: number,
   durationMs: number,
+  window: { onStart?(): void; onEnd?(): void } = {},
 ): Promise<LoopResult> {
   const latencies: number[] = [];
   let errors = 0;
@@ -41,9 +42,11 @@ export async function closedLoop(
   const workers = Array.from({ length: concurrency }, () => worker());
   await new Promise((r) => setTimeout(r, warmupMs));
   measuring = true;
+  window.onStart?.();
   const started = performance.now();
   await new Promise((r) => setTimeout(r, durationMs));
   measuring = false;
+  window.onEnd?.();
   const seconds = (performance.now() - started) / 1000;
   stop = true;
   await Promise.all(workers);

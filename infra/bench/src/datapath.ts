@@ -1,35 +1,63 @@
 /**
- * Data-path benchmark: requests/s and p50/p99 latency through broker -> frontend -> backend,
- * against calling the same backend directly, in one run, on a zero-time emulated model (so
- * what is measured is the serving system, not a model). Real processes, real gRPC, real NATS.
+ * Data-path benchmark: requests/s, p50/p99 latency and CPU per request of every process, through
+ * broker -> frontend -> backend against calling the same backend directly, in one run, on a zero-time
+ * emulated model (so what is measured is the serving system, not a model), at three payload sizes.
+ * Real processes, real gRPC, real NATS. CPU is each process's own (user + system) over the measured window.
  *
- *   npm run bench:datapath -- --duration 10 --concurrency 32
+ *   npm run bench:datapath -- --duration 10 --concurrency 32 --payloads tiny,tokens,image
  */
-import { BackendServiceDefinition, control, InferenceServiceDefinition } from "@infergrid/proto";
+
+import { resolve } from "node:path";
+import { BackendServiceDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { createClient, unaryCall } from "@infergrid/runtime";
 import { eventually, RegistryWriter, startNatsServer, startService } from "@infergrid/testkit";
 import { Command } from "commander";
 import { closedLoop, type LoopResult } from "./closed-loop.js";
+import { CpuMeter, processCpuMs, selfCpuMs } from "./cpu-meter.js";
+
+/** Request payloads: a few floats; a token batch (8 sequences of 512 ids); a 224x224 RGB float32 image (588 KiB). */
+const PAYLOADS: Record<string, { dims: number[]; describe: string }> = {
+  tiny: { dims: [4], describe: "4 floats" },
+  tokens: { dims: [8, 512], describe: "8x512 token ids (16 KiB)" },
+  image: { dims: [1, 3, 224, 224], describe: "1x3x224x224 float32 image (588 KiB)" },
+};
 
 const program = new Command()
   .name("bench:datapath")
-  .option("--duration <seconds>", "measured seconds per path", "10")
+  .option("--duration <seconds>", "measured seconds per path and payload", "10")
   .option("--warmup <seconds>", "unmeasured seconds before each path", "2")
   .option("--concurrency <n>", "requests in flight (closed loop)", "32")
+  .option("--payloads <list>", `comma-separated, of ${Object.keys(PAYLOADS).join(", ")}`, "tiny,tokens,image")
+  .option("--cpu-prof <dir>", "write a V8 CPU profile of broker, frontend and backend into this directory (open in Chrome DevTools)")
   .parse();
-const opts = program.opts<{ duration: string; warmup: string; concurrency: string }>();
+const opts = program.opts<{ duration: string; warmup: string; concurrency: string; payloads: string; cpuProf?: string }>();
 const durationMs = Number(opts.duration) * 1000;
 const warmupMs = Number(opts.warmup) * 1000;
 const concurrency = Number(opts.concurrency);
+const payloads = opts.payloads.split(",").map((p) => p.trim());
 if (!(durationMs > 0 && warmupMs >= 0 && Number.isInteger(concurrency) && concurrency > 0)) {
   program.error("--duration and --concurrency must be positive numbers, --warmup non-negative");
 }
+for (const p of payloads) if (!(p in PAYLOADS)) program.error(`--payloads: unknown payload ${JSON.stringify(p)}`);
+
+function inputsOf(name: string): Record<string, inference.Tensor.$Properties> {
+  const dims = PAYLOADS[name]?.dims ?? [1];
+  const n = dims.reduce((a, b) => a * b, 1);
+  return { x: { dims, data: Array.from({ length: n }, (_, i) => (i % 255) / 255) } };
+}
 
 const nats = await startNatsServer();
-const env = { INFERGRID_NATS_URL: nats.url, INFERGRID_LOG_LEVEL: "warn" };
-const backend = await startService("backend-worker", { env: { ...env, INFERGRID_ID: "bench-backend", INFERGRID_CONCURRENCY: "64" } });
-const frontend = await startService("frontend", { env: { ...env, INFERGRID_SCALING: "static" } });
-const broker = await startService("broker", { env });
+const env = {
+  INFERGRID_NATS_URL: nats.url,
+  INFERGRID_LOG_LEVEL: "warn",
+};
+const nodeArgs = opts.cpuProf ? ["--cpu-prof", `--cpu-prof-dir=${resolve(opts.cpuProf)}`] : [];
+const backend = await startService("backend-worker", {
+  nodeArgs,
+  env: { ...env, INFERGRID_ID: "bench-backend", INFERGRID_CONCURRENCY: "64" },
+});
+const frontend = await startService("frontend", { nodeArgs, env: { ...env, INFERGRID_SCALING: "static" } });
+const broker = await startService("broker", { nodeArgs, env });
 const writer = await RegistryWriter.open(nats.url);
 const spec = {
   name: "zero",
@@ -41,36 +69,68 @@ const spec = {
 await writer.assign(spec, [backend], 1);
 const brokerClient = createClient(broker.ready.grpcAddress ?? "");
 const backendClient = createClient(backend.ready.grpcAddress ?? "");
-const inputs = { x: { dims: [4], data: [1, 2, 3, 4] } };
 
-const rows: Array<[string, LoopResult]> = [];
+const PROCESSES = ["client", "broker", "frontend", "backend"] as const;
+const meter = new CpuMeter(
+  new Map<string, () => number>([
+    ["client", selfCpuMs],
+    ["broker", () => processCpuMs(broker.pid)],
+    ["frontend", () => processCpuMs(frontend.pid)],
+    ["backend", () => processCpuMs(backend.pid)],
+  ]),
+);
+
+interface Row {
+  payload: string;
+  path: string;
+  result: LoopResult;
+  /** CPU µs per answered request, by process. */
+  cpuUs: Record<(typeof PROCESSES)[number], number>;
+}
+
+async function measure(payload: string, path: string, call: () => Promise<unknown>): Promise<Row> {
+  const result = await closedLoop(call, concurrency, warmupMs, durationMs, { onStart: () => meter.start(), onEnd: () => meter.stop() });
+  const per = (name: string) => (meter.usedMs(name) * 1000) / Math.max(1, result.requests);
+  return {
+    payload,
+    path,
+    result,
+    cpuUs: { client: per("client"), broker: per("broker"), frontend: per("frontend"), backend: per("backend") },
+  };
+}
+
+const rows: Row[] = [];
 try {
   await eventually(
     "the path to serve",
-    () => unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 2000 }),
+    () =>
+      unaryCall(
+        brokerClient,
+        InferenceServiceDefinition.Infer,
+        { service: "zero", inputs: inputsOf("tiny") },
+        { deadline: Date.now() + 2000 },
+      ),
     30_000,
     200,
   );
-  const direct = await closedLoop(
-    () =>
-      unaryCall(
-        backendClient,
-        BackendServiceDefinition.Execute,
-        { service: "zero", frontendId: "bench", inputs, attempt: 1 },
-        { deadline: Date.now() + 5000 },
+  for (const payload of payloads) {
+    const inputs = inputsOf(payload);
+    rows.push(
+      await measure(payload, "backend directly", () =>
+        unaryCall(
+          backendClient,
+          BackendServiceDefinition.Execute,
+          { service: "zero", frontendId: "bench", inputs, attempt: 1 },
+          { deadline: Date.now() + 10_000 },
+        ),
       ),
-    concurrency,
-    warmupMs,
-    durationMs,
-  );
-  rows.push(["backend directly", direct]);
-  const full = await closedLoop(
-    () => unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 5000 }),
-    concurrency,
-    warmupMs,
-    durationMs,
-  );
-  rows.push(["broker -> frontend -> backend", full]);
+    );
+    rows.push(
+      await measure(payload, "broker -> frontend -> backend", () =>
+        unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 10_000 }),
+      ),
+    );
+  }
 } finally {
   brokerClient.close();
   backendClient.close();
@@ -79,13 +139,25 @@ try {
   await nats.stop();
 }
 
-const fmt = (n: number, d = 1) => n.toFixed(d).padStart(9);
+const num = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
 console.log(`\ndata path, zero-time model, closed loop, concurrency ${concurrency}, ${opts.duration} s per path (node ${process.version})`);
-console.log(`${"path".padEnd(32)}${"req/s".padStart(9)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"errors".padStart(9)}`);
-for (const [name, r] of rows) console.log(`${name.padEnd(32)}${fmt(r.perSecond)}${fmt(r.p50Ms, 2)}${fmt(r.p99Ms, 2)}${fmt(r.errors, 0)}`);
-const [d, f] = [rows[0]?.[1], rows[1]?.[1]];
-if (d && f) {
+console.log("| payload | path | req/s | p50 ms | p99 ms | errors | CPU µs/req: client | broker | frontend | backend |");
+console.log("|---|---|---|---|---|---|---|---|---|---|");
+for (const r of rows) {
+  const direct = r.path === "backend directly";
   console.log(
-    `ratio full/direct: throughput ${(f.perSecond / d.perSecond).toFixed(2)}x, p50 ${(f.p50Ms / d.p50Ms).toFixed(2)}x, p99 ${(f.p99Ms / d.p99Ms).toFixed(2)}x`,
+    `| ${r.payload} | ${r.path} | ${num(r.result.perSecond)} | ${num(r.result.p50Ms, 1)} | ${num(r.result.p99Ms, 1)} | ${r.result.errors} | ` +
+      `${num(r.cpuUs.client)} | ${direct ? "-" : num(r.cpuUs.broker)} | ${direct ? "-" : num(r.cpuUs.frontend)} | ${num(r.cpuUs.backend)} |`,
+  );
+}
+for (const payload of payloads) {
+  const [d, f] = [
+    rows.find((r) => r.payload === payload && r.path === "backend directly"),
+    rows.find((r) => r.payload === payload && r.path !== "backend directly"),
+  ];
+  if (!d || !f) continue;
+  console.log(
+    `${payload} (${PAYLOADS[payload]?.describe}): full/direct throughput ${(f.result.perSecond / d.result.perSecond).toFixed(2)}x, ` +
+      `p99 added ${(f.result.p99Ms - d.result.p99Ms).toFixed(1)} ms`,
   );
 }

@@ -193,6 +193,13 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
       { "app.kubernetes.io/name": "frontend" },
       { "app.kubernetes.io/name": "global-allocator" },
     ]);
+    // Frontends: the broker, and the pods an operator labels as direct clients.
+    const toFrontend = policies.filter((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"] === "frontend");
+    const frontendSources = toFrontend.flatMap((p) => p.spec.ingress ?? []).flatMap((r) => r.from ?? []);
+    expect(frontendSources.filter((s) => !s.namespaceSelector).map((s) => s.podSelector?.matchLabels)).toEqual([
+      { "app.kubernetes.io/name": "broker" },
+      { "infergrid.io/direct-client": "true" },
+    ]);
     // Every other policy admits sources inside the namespace, or the monitoring namespace on metrics ports.
     for (const p of policies) {
       for (const r of p.spec.ingress ?? []) {

@@ -1,6 +1,10 @@
+import { decodeRoutedInfer, inference } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
 import { effectiveDeadline } from "./deadline.js";
-import { inferRequestProblem, tensorProblem } from "./validate.js";
+import { inferRequestProblem, routedRequestProblem, tensorProblem } from "./validate.js";
+
+const routed = (req: inference.InferRequest.$Properties) =>
+  routedRequestProblem(decodeRoutedInfer(inference.InferRequest.encode(req).finish()));
 
 describe("request validation", () => {
   it("accepts a well-formed tensor and an empty input map", () => {
@@ -16,6 +20,31 @@ describe("request validation", () => {
     expect(inferRequestProblem({ service: "" })).toBe("service is required");
     expect(inferRequestProblem({ service: "Bad Name" })).toContain("not a valid service name");
     expect(inferRequestProblem({ service: "a", deadlineUnixMs: -5 })).toContain("deadline_unix_ms");
+  });
+});
+
+describe("a routed request's check (broker and frontend: the form, not the values)", () => {
+  it("gives the decoded check's messages for header and form, and the shapes when all is well", () => {
+    const cases: inference.InferRequest.$Properties[] = [
+      { service: "" },
+      { service: "Bad Name" },
+      { service: "a", requestId: "r".repeat(129) },
+      { service: "a", inputs: { x: { dims: [2, 3], data: [1, 2] } } },
+      { service: "a", inputs: { x: { dims: [-1], data: [] } } },
+      { service: "a", inputs: { x: { dtype: "int8", dims: [], data: [] } } },
+      { service: "a", inputs: { x: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], data: [1] } } },
+      { service: "a", inputs: { ["n".repeat(129)]: { dims: [1], data: [1] } } },
+    ];
+    for (const c of cases) expect(routed(c)).toEqual({ problem: inferRequestProblem(c) });
+    const ok = routed({ service: "a", inputs: { x: { dims: [2, 2], data: [1, 2, 3, 4] } } });
+    expect(ok).toEqual({ shapes: new Map([["x", { dtype: "", dims: [2, 2], values: 4 }]]) });
+  });
+
+  it("leaves values to the backend, and refuses bytes that are not a request", () => {
+    expect(routed({ service: "a", inputs: { x: { dims: [1], data: [Number.NaN] } } })).toHaveProperty("shapes");
+    expect(routedRequestProblem(decodeRoutedInfer(Uint8Array.from([0x0a, 0x7f])))).toEqual({
+      problem: expect.stringContaining("not a valid InferRequest"),
+    });
   });
 });
 

@@ -1,49 +1,86 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
-import type { inference } from "@infergrid/proto";
+import { type inference, inputShapes, type RoutedInferRequest, type TensorShape } from "@infergrid/proto";
 
 const MAX_DIMS = 8;
 
 /**
- * Checks that every tensor is well formed: known dtype, non-negative integer dims, and exactly
- * as many finite values as the dims say. Returns what is wrong, or undefined.
+ * A tensor's form, checked without its values: known dtype, at most MAX_DIMS non-negative integer dims, and
+ * exactly as many values as the dims say. The broker and the frontend check this much on the bytes they forward.
  */
-export function tensorProblem(name: string, t: inference.Tensor.$Properties | null | undefined): string | undefined {
+export function shapeProblem(name: string, t: TensorShape | null | undefined): string | undefined {
   if (!t) return `input ${JSON.stringify(name)} is empty`;
   if (t.dtype && t.dtype !== "float32")
     return `input ${JSON.stringify(name)}: dtype ${JSON.stringify(t.dtype)} is not supported (float32 only)`;
-  const dims = t.dims ?? [];
+  const dims = t.dims;
   if (dims.length > MAX_DIMS) return `input ${JSON.stringify(name)}: ${dims.length} dims, at most ${MAX_DIMS}`;
   let count = 1;
-  for (const d of dims) {
-    const n = Number(d);
+  for (const n of dims) {
     if (!Number.isInteger(n) || n < 0)
-      return `input ${JSON.stringify(name)}: dims must be non-negative integers, got ${JSON.stringify(dims.map(Number))}`;
+      return `input ${JSON.stringify(name)}: dims must be non-negative integers, got ${JSON.stringify(dims)}`;
     count *= n;
   }
-  const data = t.data ?? [];
-  if (dims.length > 0 && count !== data.length) {
-    return `input ${JSON.stringify(name)}: dims ${JSON.stringify(dims.map(Number))} need ${count} values, got ${data.length}`;
-  }
+  if (dims.length > 0 && count !== t.values)
+    return `input ${JSON.stringify(name)}: dims ${JSON.stringify(dims)} need ${count} values, got ${t.values}`;
+  return undefined;
+}
+
+function nameProblem(name: string): string | undefined {
+  return name.length === 0 || name.length > 128 ? "input names must be 1 to 128 characters" : undefined;
+}
+
+/** A tensor with its values: as generated code or a client builds it, or as the backend decodes it (Float32Array). */
+export interface TensorInput {
+  dtype?: string | null;
+  dims?: number[] | null;
+  data?: ArrayLike<number> | null;
+}
+
+/** The whole tensor: its form, and every value finite. Only the backend, which decodes the values, checks this. */
+export function tensorProblem(name: string, t: TensorInput | null | undefined): string | undefined {
+  if (!t) return shapeProblem(name, t);
+  const data: ArrayLike<number> = t.data ?? [];
+  const shape = shapeProblem(name, { dtype: t.dtype ?? "", dims: (t.dims ?? []).map(Number), values: data.length });
+  if (shape) return shape;
   for (let i = 0; i < data.length; i++) {
     if (!Number.isFinite(data[i])) return `input ${JSON.stringify(name)}: value ${i} is not a finite number`;
   }
   return undefined;
 }
 
-export function inputsProblem(inputs: Record<string, inference.Tensor.$Properties> | null | undefined): string | undefined {
+export function inputsProblem(inputs: Record<string, TensorInput | null> | null | undefined): string | undefined {
   for (const [name, t] of Object.entries(inputs ?? {})) {
-    if (name.length === 0 || name.length > 128) return "input names must be 1 to 128 characters";
-    const p = tensorProblem(name, t);
+    const p = nameProblem(name) ?? tensorProblem(name, t);
     if (p) return p;
   }
   return undefined;
 }
 
+function headerProblem(service: string, requestId: string, deadlineUnixMs: number): string | undefined {
+  if (!service) return "service is required";
+  if (serviceNameProblem(service)) return `service ${JSON.stringify(service)} is not a valid service name`;
+  if (requestId.length > 128) return "request_id is longer than 128 characters";
+  if (!Number.isFinite(deadlineUnixMs) || deadlineUnixMs < 0) return "deadline_unix_ms must be a non-negative Unix time in milliseconds";
+  return undefined;
+}
+
+/** A decoded request, checked whole (the backend's view, and clients that build requests as objects). */
 export function inferRequestProblem(req: inference.InferRequest.$Properties): string | undefined {
-  if (!req.service) return "service is required";
-  if (serviceNameProblem(req.service)) return `service ${JSON.stringify(req.service)} is not a valid service name`;
-  if (req.requestId && req.requestId.length > 128) return "request_id is longer than 128 characters";
-  const deadline = Number(req.deadlineUnixMs ?? 0);
-  if (!Number.isFinite(deadline) || deadline < 0) return "deadline_unix_ms must be a non-negative Unix time in milliseconds";
-  return inputsProblem(req.inputs);
+  return headerProblem(req.service ?? "", req.requestId ?? "", Number(req.deadlineUnixMs ?? 0)) ?? inputsProblem(req.inputs);
+}
+
+/**
+ * A request on its way through the broker or the frontend: its header, and each input's form read from the
+ * bytes (values are checked where they are decoded, at the backend). Returns the problem, or the input shapes.
+ */
+export function routedRequestProblem(req: RoutedInferRequest): { problem: string } | { shapes: Map<string, TensorShape | null> } {
+  if (req.undecodable) return { problem: req.undecodable };
+  const header = headerProblem(req.service, req.requestId, req.deadlineUnixMs);
+  if (header) return { problem: header };
+  const read = inputShapes(req.inputs);
+  if (!read.ok) return { problem: read.error };
+  for (const [name, shape] of read.shapes) {
+    const p = nameProblem(name) ?? shapeProblem(name, shape);
+    if (p) return { problem: p };
+  }
+  return { shapes: read.shapes };
 }

@@ -47,6 +47,8 @@ process.once("exit", () => {
 export interface StartServiceOptions {
   name?: string;
   args?: string[];
+  /** Options for node itself, before the entry (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
+  nodeArgs?: string[];
   env?: Record<string, string>;
   readyTimeoutMs?: number;
   /** Echo the service's log lines to this process's stderr (debugging). */
@@ -57,7 +59,7 @@ export interface StartServiceOptions {
 export async function startService(service: ServiceName | { entry: string }, options: StartServiceOptions = {}): Promise<ServiceProcess> {
   const entry = typeof service === "string" ? serviceEntry(service) : service.entry;
   const name = options.name ?? (typeof service === "string" ? service : entry);
-  const child = spawn(process.execPath, [entry, ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), entry, ...(options.args ?? [])], {
     env: { ...process.env, INFERGRID_LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });

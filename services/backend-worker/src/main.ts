@@ -1,6 +1,6 @@
 import { JobStore, type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
 import { createModelRuntime } from "@infergrid/models";
-import { BackendServiceDefinition, backend, control } from "@infergrid/proto";
+import { BackendServingDefinition, backend, control, type DecodedExecuteRequest } from "@infergrid/proto";
 import { grpc, publishMessage, resolveControlToken, runService, statusOf, unaryHandler } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram } from "prom-client";
@@ -116,11 +116,16 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     maxReceiveMessageBytes: config.maxRequestBytes,
     heartbeatExtra: () => ({ backend: { ...worker.report(), ...jobRunner.report() }, instanceType: config.instanceType }),
     register: (server) =>
-      server.addService(BackendServiceDefinition, {
-        Execute: unaryHandler(logger, async (req, call) => {
-          const gone = new AbortController();
-          call.on("cancelled", () => gone.abort());
-          const reply = await worker.execute(req, gone.signal);
+      server.addService(BackendServingDefinition, {
+        Execute: unaryHandler(logger, async (req: DecodedExecuteRequest, call) => {
+          // grpc-js also emits "cancelled" when an answered call's stream closes: only a caller gone before the answer counts.
+          let answered = false;
+          const reply = await worker.execute(req, (leave) =>
+            call.once("cancelled", () => {
+              if (!answered) leave();
+            }),
+          );
+          answered = true;
           executed.inc({ status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
           return reply;
         }),

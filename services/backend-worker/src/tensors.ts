@@ -1,10 +1,14 @@
+import type { TensorInput } from "@infergrid/dataplane";
 import type { TensorValue } from "@infergrid/models";
 import type { inference } from "@infergrid/proto";
 
-export function fromTensorMap(inputs: Record<string, inference.Tensor.$Properties> | null | undefined): Record<string, TensorValue> {
+/** The server decodes values into Float32Arrays already (BackendServingDefinition): those are used as they are. */
+export function fromTensorMap(inputs: Record<string, TensorInput | null> | null | undefined): Record<string, TensorValue> {
   const out: Record<string, TensorValue> = {};
-  for (const [name, t] of Object.entries(inputs ?? {}))
-    out[name] = { dims: (t.dims ?? []).map(Number), data: Float32Array.from(t.data ?? []) };
+  for (const [name, t] of Object.entries(inputs ?? {})) {
+    const data = t?.data;
+    out[name] = { dims: (t?.dims ?? []).map(Number), data: data instanceof Float32Array ? data : Float32Array.from(data ?? []) };
+  }
   return out;
 }
 

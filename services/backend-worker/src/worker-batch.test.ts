@@ -214,7 +214,8 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
     await expect(a.reply).rejects.toThrow(/model crashed/);
     await expect(b.reply).rejects.toThrow(/model crashed/);
     expect([a.ends, b.ends]).toEqual([["thrown"], ["thrown"]]);
-    const bad = execute(worker, { x: { dims: [2], data: [1] } });
+    // Well formed for admission (no dims: any number of values) but not for the model, which wants one value.
+    const bad = execute(worker, { x: { dims: [], data: [1, 2] } });
     const good = execute(worker);
     await settle();
     expect(gate.calls[1]?.ms).toBe(l(1, 1));
@@ -229,7 +230,9 @@ describe("Worker batching: callers that leave, and drains", { timeout: 5_000 }, 
   it("a request whose caller went away leaves its forming batch and gives its slot back", async () => {
     const { worker, gate, machine } = await warmBatchWorker({ maxBatch: 3 });
     const gone = new AbortController();
-    const left = worker.execute({ service: SERVICE, frontendId: "fe-1", inputs: {} }, gone.signal);
+    const left = worker.execute({ service: SERVICE, frontendId: "fe-1", inputs: {} }, (leave) =>
+      gone.signal.addEventListener("abort", leave),
+    );
     const stays = execute(worker);
     await settle();
     expect(machine.requestsInFlight).toBe(2);

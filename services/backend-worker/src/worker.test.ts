@@ -4,7 +4,7 @@ import { backend, control } from "@infergrid/proto";
 import { createLogger, GrpcStatusError, grpc } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
 import { describe, expect, it, vi } from "vitest";
-import { toModelSpec, Worker } from "./worker.js";
+import { type ExecuteInput, toModelSpec, Worker } from "./worker.js";
 
 const SERVICE = "svc";
 const logger = createLogger("test", "worker-test", "silent");
@@ -59,7 +59,7 @@ async function warmWorker(o: Options = {}) {
   return t;
 }
 
-function execute(w: Worker, extra: backend.ExecuteRequest.$Properties = {}): Promise<backend.ExecuteReply.$Properties> {
+function execute(w: Worker, extra: ExecuteInput = {}): Promise<backend.ExecuteReply.$Properties> {
   return w.execute({ service: SERVICE, requestId: "r", frontendId: "fe-1", inputs: INPUTS, attempt: 1, ...extra });
 }
 
@@ -119,11 +119,30 @@ describe("Worker: assignment, warm-up and Execute", { timeout: 5_000 }, () => {
 
   it("answers INVALID_ARGUMENT for a tensor the model rejects, and frees the slot", async () => {
     const { worker } = await warmWorker();
-    const err = await execute(worker, { inputs: { x: { dims: [2], data: [1] } } }).catch((e: unknown) => e);
+    const err = await execute(worker, { inputs: { x: { dims: [], data: [1, 2] } } }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GrpcStatusError);
     expect((err as GrpcStatusError).code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE);
     expect((await execute(worker)).status).toBe(S.EXECUTE_STATUS_OK);
+  });
+
+  it("checks the values it decodes before the request takes a slot: dims vs data, non-finite, undecodable", async () => {
+    const { worker } = await warmWorker();
+    const cases: Array<[ExecuteInput["inputs"], string]> = [
+      [{ x: { dims: [2], data: [1] } }, 'input "x": dims [2] need 2 values, got 1'],
+      [{ x: { dims: [2], data: Float32Array.of(1, Number.POSITIVE_INFINITY) } }, 'input "x": value 1 is not a finite number'],
+    ];
+    for (const [inputs, message] of cases) {
+      const err = await execute(worker, { inputs }).catch((e: unknown) => e);
+      expect([(err as GrpcStatusError).code, (err as GrpcStatusError).details]).toEqual([grpc.status.INVALID_ARGUMENT, message]);
+    }
+    const garbled = await worker
+      .execute({ service: "svc", undecodable: "the request is not a valid ExecuteRequest: x" })
+      .catch((e: unknown) => e);
+    expect((garbled as GrpcStatusError).code).toBe(grpc.status.INVALID_ARGUMENT);
+    // None of them took the slot.
+    expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE);
+    expect(worker.report().frontendsSeen ?? 0).toBe(0);
   });
 });
 

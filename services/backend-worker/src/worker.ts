@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
+import { inputsProblem, type TensorInput } from "@infergrid/dataplane";
 import { type LatencyProfile, serviceMs } from "@infergrid/kairos";
 import {
   createModelRuntime,
@@ -25,6 +26,13 @@ import { processingMs } from "@infergrid/themis";
 import { type BatchAnswer, runBatch } from "./batch-run.js";
 import { MAX_BATCH_BOUND } from "./config.js";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
+
+/** An Execute as the worker takes it: decoded by the server (values in Float32Arrays), or built by a caller. */
+export type ExecuteInput = Omit<backend.ExecuteRequest.$Properties, "inputs"> & {
+  inputs?: Record<string, TensorInput | null> | null;
+  /** Set by the server's decoder when the bytes were not an ExecuteRequest. */
+  undecodable?: string;
+};
 
 const STATE: Record<BackendPhase, backend.BackendState> = {
   cold: backend.BackendState.BACKEND_STATE_COLD,
@@ -298,14 +306,20 @@ export class Worker {
   }
 
   /**
-   * `signal` aborts when the caller goes away (cancelled, or past its deadline): a request still waiting for its
-   * batch then leaves it and gives its slot back; one already running runs to the end.
+   * `onGone` registers what to do if the caller goes away (cancelled, or past its deadline): a request still
+   * waiting for its batch then leaves it and gives its slot back; one already running runs to the end. A callback,
+   * not an AbortSignal: the server would build a signal (and an abort's DOMException) for every request.
    */
-  async execute(req: backend.ExecuteRequest.$Properties, signal?: AbortSignal): Promise<backend.ExecuteReply.$Properties> {
+  async execute(req: ExecuteInput, onGone?: (leave: () => void) => void): Promise<backend.ExecuteReply.$Properties> {
+    if (req.undecodable) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     const now = this.now();
     if (!req.service || req.service !== this.service) {
       return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
     }
+    // The broker and the frontend check only the tensors' form on the bytes they forward; the values are
+    // checked here, where they are decoded, before the request takes a slot.
+    const problem = inputsProblem(req.inputs);
+    if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
     if (req.holdId) {
       // The slot was acquired when the hold was made; an unknown hold has expired and its slot moved on.
       if (!this.takeHold(req.holdId)) return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
@@ -319,7 +333,7 @@ export class Worker {
       const inputs = fromTensorMap(req.inputs);
       return new Promise((resolve, reject) => {
         const item: PendingExecute = { inputs, resolve, reject };
-        signal?.addEventListener("abort", () => this.withdraw(item), { once: true });
+        onGone?.(() => this.withdraw(item));
         this.applyStep(this.former.add(this.now(), item));
       });
     }

@@ -1,6 +1,6 @@
 import { type MembershipTable, subjects } from "@infergrid/control-plane";
 import { isDeliberate, unavailableMetadata } from "@infergrid/dataplane";
-import { control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
+import { control, RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
 import {
   type ClientCache,
   GrpcStatusError,
@@ -52,13 +52,14 @@ export class Forwarder {
       .sort();
   }
 
-  async forward(request: inference.InferRequest.$Properties, deadline: number): Promise<inference.InferResponse.$Properties> {
+  /** The frontend's answer, an encoded InferResponse relayed as it came. */
+  async forward(request: RoutedInferRequest, deadline: number): Promise<Uint8Array> {
     const tried = new Set<string>();
     let lastError: unknown;
     for (let attempt = 0; attempt <= this.options.maxFailovers; attempt++) {
       const now = Date.now();
       if (now >= deadline) throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
-      const id = this.rotation.next(this.liveFrontends(now), tried, now, request.service ?? "");
+      const id = this.rotation.next(this.liveFrontends(now), tried, now, request.service);
       const member = id === undefined ? undefined : this.members.get(id);
       if (id === undefined || !member) break;
       tried.add(id);
@@ -68,7 +69,7 @@ export class Forwarder {
       try {
         return await unaryCall(
           this.clients.get(member.address),
-          InferenceServiceDefinition.Infer,
+          RoutedInferenceDefinition.Infer,
           { ...request, deadlineUnixMs: frontendDeadline },
           { deadline: frontendDeadline },
         );

@@ -1,5 +1,5 @@
 import { retryAfterMs } from "@infergrid/dataplane";
-import { inference } from "@infergrid/proto";
+import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import type { Ingress } from "./ingress.js";
@@ -11,7 +11,8 @@ function normaliseKeys(body: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(body).map(([k, v]) => [SNAKE_TO_CAMEL[k] ?? k, v]));
 }
 
-function parseInferBody(body: unknown, service?: string): inference.InferRequest {
+/** The JSON body as the request path carries it: converted to protobuf once, here. */
+function parseInferBody(body: unknown, service?: string): RoutedInferRequest {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
     throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, "the body must be a JSON object");
   }
@@ -19,7 +20,7 @@ function parseInferBody(body: unknown, service?: string): inference.InferRequest
   if (service !== undefined) obj.service = service;
   const problem = inference.InferRequest.verify(obj);
   if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, `malformed request: ${problem}`);
-  return inference.InferRequest.fromObject(obj);
+  return decodeRoutedInfer(inference.InferRequest.encode(inference.InferRequest.fromObject(obj)).finish());
 }
 
 function sendError(reply: FastifyReply, err: unknown): FastifyReply {
@@ -41,7 +42,7 @@ export function buildHttpIngress(
   const app = Fastify({ bodyLimit: maxRequestBytes, logger: false });
 
   const infer = async (body: unknown, service: string | undefined, headers: Record<string, unknown>, reply: FastifyReply) => {
-    let request: inference.InferRequest;
+    let request: RoutedInferRequest;
     try {
       request = parseInferBody(body, service);
     } catch (err) {
@@ -53,7 +54,7 @@ export function buildHttpIngress(
     try {
       const response = await ingress.handle("http", request, grpcDeadline);
       return reply.code(200).send(
-        inference.InferResponse.toObject(inference.InferResponse.fromObject(response as Record<string, unknown>), {
+        inference.InferResponse.toObject(inference.InferResponse.decode(response), {
           longs: Number,
           defaults: true,
         }),

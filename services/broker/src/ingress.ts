@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
-import type { inference } from "@infergrid/proto";
+import { deadlineMs, effectiveDeadline, routedRequestProblem } from "@infergrid/dataplane";
+import type { RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, statusOf } from "@infergrid/runtime";
 import { Counter, Histogram, type Registry } from "prom-client";
 import type { Forwarder } from "./forwarder.js";
@@ -40,16 +40,12 @@ export class Ingress {
     this.requests.inc({ protocol, code: grpc.status[code] });
   }
 
-  async handle(
-    protocol: Protocol,
-    request: inference.InferRequest.$Properties,
-    grpcDeadline: Date | number | undefined,
-  ): Promise<inference.InferResponse.$Properties> {
+  async handle(protocol: Protocol, request: RoutedInferRequest, grpcDeadline: Date | number | undefined): Promise<Uint8Array> {
     const started = Date.now();
     try {
-      const problem = inferRequestProblem(request);
-      if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
-      const deadline = effectiveDeadline(started, deadlineMs(grpcDeadline), Number(request.deadlineUnixMs ?? 0), this.requestTimeoutMs);
+      const checked = routedRequestProblem(request);
+      if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
+      const deadline = effectiveDeadline(started, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.requestTimeoutMs);
       if (deadline <= started)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, `deadline passed ${started - deadline} ms before the request arrived`);
       const forwarded = { ...request, requestId: request.requestId || randomUUID(), deadlineUnixMs: deadline };

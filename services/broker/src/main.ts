@@ -1,5 +1,5 @@
 import { MembershipTable, serveMember } from "@infergrid/control-plane";
-import { InferenceServiceDefinition } from "@infergrid/proto";
+import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { brokerConfig } from "./config.js";
@@ -48,7 +48,7 @@ await runService("broker", brokerConfig, async (ctx) => {
     role: "broker",
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
-      server.addService(InferenceServiceDefinition, {
+      server.addService(RoutedInferenceDefinition, {
         Infer: unaryHandler(logger, (req, call) => ingress.handle("grpc", req, call.getDeadline())),
       }),
   });

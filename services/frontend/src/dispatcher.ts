@@ -2,7 +2,14 @@ import { randomUUID } from "node:crypto";
 import type { Random } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { batchOf, requestCost, serviceMs } from "@infergrid/kairos";
-import { BackendServiceDefinition, backend, type inference } from "@infergrid/proto";
+import {
+  BackendServiceDefinition,
+  backend,
+  RoutedExecuteDefinition,
+  type RoutedExecuteReply,
+  type RoutedInferRequest,
+  type TensorShape,
+} from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
 import {
   DISPATCH_DEFAULTS,
@@ -28,7 +35,7 @@ export interface DispatchTarget {
 }
 
 export interface DispatchResult {
-  reply: backend.ExecuteReply.$Properties;
+  reply: RoutedExecuteReply;
   backendId: string;
   attempts: number;
 }
@@ -44,8 +51,14 @@ export interface DispatcherOptions {
   parkWindowMs: number;
 }
 
+/** What the frontend learns from any backend's answer (Execute or Park). */
+export interface BackendAnswer {
+  report?: backend.BackendReport.$Properties | null;
+  computeMs?: number;
+}
+
 export interface DispatchHooks {
-  onReply(backendId: string, reply: backend.ExecuteReply.$Properties, now: number): void;
+  onReply(backendId: string, reply: BackendAnswer, now: number): void;
   onRefusedCold(index: number): void;
 }
 
@@ -112,13 +125,14 @@ export class Dispatcher {
   /** Ends in the backend's answer, or rejects with a GrpcStatusError; exactly once. */
   dispatch(
     current: () => DispatchTarget | undefined,
-    request: inference.InferRequest.$Properties,
+    request: RoutedInferRequest,
+    batch: number,
     arrivedAt: number,
     deadline: number,
     hooks: DispatchHooks,
   ): Promise<DispatchResult> {
     return new Promise((resolve, reject) => {
-      new Flight(this, this.settings, current, request, deadline, hooks, resolve, reject).start(arrivedAt);
+      new Flight(this, this.settings, current, request, batch, deadline, hooks, resolve, reject).start(arrivedAt);
     });
   }
 
@@ -146,25 +160,24 @@ class Flight {
   private readonly state: DispatchState<string>;
   private readonly actions: DispatchAction<string, HeldSlot>[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
-  private reply: { reply: backend.ExecuteReply.$Properties; backendId: string } | undefined;
+  private reply: { reply: RoutedExecuteReply; backendId: string } | undefined;
   /** The current park round: its id on the wire, the backends it went to, and the handle that cancels the calls. */
   private park: { round: number; parkId: string; refs: Map<string, BackendRef>; hung: AbortController } | undefined;
   private settled = false;
-  /** The request's batch size: what it costs on each instance type depends on it. */
-  private readonly batch: number;
 
   constructor(
     private readonly d: Dispatcher,
     private readonly settings: DispatchSettings,
     private readonly current: () => DispatchTarget | undefined,
-    private readonly request: inference.InferRequest.$Properties,
+    private readonly request: RoutedInferRequest,
+    /** The request's batch size: what it costs on each instance type depends on it. */
+    private readonly batch: number,
     private readonly deadline: number,
     private readonly hooks: DispatchHooks,
     private readonly resolve: (r: DispatchResult) => void,
     private readonly reject: (err: unknown) => void,
   ) {
     this.state = newDispatch(0, deadline - d.options.answerReserveMs);
-    this.batch = requestBatch(request);
   }
 
   start(arrivedAt: number): void {
@@ -261,7 +274,7 @@ class Flight {
         else this.settle(undefined, new GrpcStatusError(grpc.status.INTERNAL, "dispatch: answered without a reply"));
         return;
       case "fail": {
-        const service = this.request.service ?? "";
+        const service = this.request.service;
         if (a.status === "rejected") {
           this.settle(undefined, new GrpcStatusError(a.code ?? grpc.status.UNKNOWN, a.message));
           return;
@@ -285,14 +298,14 @@ class Flight {
     };
     unaryCall(
       this.d.clients.get(ref.address),
-      BackendServiceDefinition.Execute,
+      RoutedExecuteDefinition.Execute,
       {
         service: this.request.service,
         requestId: this.request.requestId,
         frontendId: target.frontendId,
         inputs: this.request.inputs,
         attempt,
-        ...(holdId ? { holdId } : {}),
+        holdId,
       },
       { deadline: callDeadline },
     ).then(
@@ -392,6 +405,6 @@ class Flight {
 }
 
 /** A request's batch size: the first dimension of its inputs (libs/kairos `batchOf`). */
-export function requestBatch(request: inference.InferRequest.$Properties): number {
-  return batchOf(Object.values(request.inputs ?? {}).map((t) => (t.dims ?? []).map(Number)));
+export function requestBatch(shapes: ReadonlyMap<string, TensorShape | null>): number {
+  return batchOf([...shapes.values()].map((t) => t?.dims ?? []));
 }

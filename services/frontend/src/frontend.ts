@@ -1,7 +1,7 @@
 import { subjects } from "@infergrid/control-plane";
 import { type Random, systemRandom } from "@infergrid/core";
-import { deadlineMs, effectiveDeadline, inferRequestProblem } from "@infergrid/dataplane";
-import { control, type inference } from "@infergrid/proto";
+import { deadlineMs, effectiveDeadline, routedRequestProblem } from "@infergrid/dataplane";
+import { control, encodeRoutedInferResponse, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
 import { PRUNE_SERVICE_QUANTILE, RecentQuantile, SlaWindowTracker, SWAYAM_DEFAULTS } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
@@ -191,29 +191,26 @@ export class Frontend {
     );
   }
 
-  async infer(
-    request: inference.InferRequest.$Properties,
-    grpcDeadline: Date | number | undefined,
-  ): Promise<inference.InferResponse.$Properties> {
+  /**
+   * Answers with an encoded InferResponse around the backend's outputs: the tensors go through this hop as the
+   * bytes they came as, in and out.
+   */
+  async infer(request: RoutedInferRequest, grpcDeadline: Date | number | undefined): Promise<Uint8Array> {
     const arrived = Date.now();
-    const service = request.service ?? "";
+    const service = request.service;
     const label = this.deps.table.get(service) ? service : "_unknown";
     try {
-      const problem = inferRequestProblem(request);
-      if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
+      const checked = routedRequestProblem(request);
+      if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
       const entry = this.deps.table.get(service);
       if (!entry) throw new GrpcStatusError(grpc.status.NOT_FOUND, `service ${JSON.stringify(service)} is not registered`);
-      const deadline = effectiveDeadline(
-        arrived,
-        deadlineMs(grpcDeadline),
-        Number(request.deadlineUnixMs ?? 0),
-        this.deps.requestTimeoutMs,
-      );
+      const deadline = effectiveDeadline(arrived, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.deps.requestTimeoutMs);
       if (deadline <= arrived)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");
       const s = this.state(service);
       s.scaler.recordArrival(arrived);
-      s.window.recordArrival(requestBatch(request));
+      const batch = requestBatch(checked.shapes);
+      s.window.recordArrival(batch);
       const result = await this.deps.dispatcher.dispatch(
         () => {
           const e = this.deps.table.get(service);
@@ -222,6 +219,7 @@ export class Frontend {
           return { frontendId: this.deps.id, entry: e, n: st.scaler.n, pruneServiceMs: e.pruneLate ? st.computeTimes.value() : undefined };
         },
         request,
+        batch,
         arrived,
         deadline,
         {
@@ -241,18 +239,18 @@ export class Frontend {
       );
       const totalMs = Date.now() - arrived;
       const st = this.state(service);
-      st.window.recordCompletion(totalMs, totalMs <= entry.sla.rtMaxMs, result.reply.computeMs ?? undefined);
+      st.window.recordCompletion(totalMs, totalMs <= entry.sla.rtMaxMs, result.reply.computeMs || undefined);
       st.sla.record(totalMs);
       this.requests.inc({ service: label, code: "OK" });
       this.latency.observe({ service: label }, totalMs / 1000);
-      return {
-        requestId: request.requestId ?? "",
+      return encodeRoutedInferResponse({
+        requestId: request.requestId,
         service,
-        outputs: result.reply.outputs ?? {},
+        outputs: result.reply.outputs,
         backendId: result.backendId,
         frontendId: this.deps.id,
-        timing: { totalMs, computeMs: result.reply.computeMs ?? 0, attempts: result.attempts },
-      };
+        timing: { totalMs, computeMs: result.reply.computeMs, attempts: result.attempts },
+      });
     } catch (err) {
       const s = this.services.get(service);
       const code = statusOf(err).code;

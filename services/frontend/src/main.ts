@@ -1,6 +1,6 @@
 import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
-import { InferenceServiceDefinition } from "@infergrid/proto";
+import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
@@ -61,7 +61,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
     role: "frontend",
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
-      server.addService(InferenceServiceDefinition, { Infer: unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())) }),
+      server.addService(RoutedInferenceDefinition, { Infer: unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())) }),
   });
 
   return {

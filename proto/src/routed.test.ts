@@ -1,0 +1,193 @@
+import fc from "fast-check";
+import protobuf from "protobufjs/minimal.js";
+import { describe, expect, it } from "vitest";
+import { backend, inference } from "./index.js";
+import {
+  decodeExecuteRequest,
+  decodeRoutedExecuteReply,
+  decodeRoutedInfer,
+  encodeRoutedExecute,
+  encodeRoutedInfer,
+  encodeRoutedInferResponse,
+  entryShape,
+  inputShapes,
+} from "./routed.js";
+
+const tensor = fc.record({
+  dims: fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 3 }),
+  data: fc.array(fc.float({ noNaN: true }), { maxLength: 40 }),
+});
+const inputs = fc.dictionary(fc.string({ minLength: 1, maxLength: 6 }), tensor, { maxKeys: 4 });
+const request = fc.record({
+  service: fc.stringMatching(/^[a-z][a-z0-9-]{0,10}$/),
+  requestId: fc.string({ maxLength: 12 }),
+  deadlineUnixMs: fc.integer({ min: 0, max: 2 ** 45 }),
+  inputs,
+});
+
+/** Values as protobuf carries them: float32. */
+function asFloat32(m: Record<string, { dims: number[]; data: number[] }>) {
+  return Object.fromEntries(Object.entries(m).map(([k, t]) => [k, { dims: t.dims, data: Array.from(Float32Array.from(t.data)) }]));
+}
+
+function plainTensors(m: Record<string, inference.Tensor.$Properties>) {
+  return Object.fromEntries(Object.entries(m).map(([k, t]) => [k, { dims: (t.dims ?? []).map(Number), data: [...(t.data ?? [])] }]));
+}
+
+describe("routed messages: tensors forwarded as the bytes they came as", () => {
+  it("InferRequest -> broker -> frontend -> ExecuteRequest keeps header and inputs exactly", () => {
+    fc.assert(
+      fc.property(request, (req) => {
+        const routed = decodeRoutedInfer(inference.InferRequest.encode(req).finish());
+        expect(routed.undecodable).toBeUndefined();
+        expect([routed.service, routed.requestId, routed.deadlineUnixMs]).toEqual([req.service, req.requestId, req.deadlineUnixMs]);
+        // The broker's re-encoding is still an InferRequest with the same content.
+        const relayed = inference.InferRequest.decode(encodeRoutedInfer(routed));
+        expect(plainTensors(relayed.inputs)).toEqual(asFloat32(req.inputs));
+        // The frontend's ExecuteRequest carries the inputs under their own field number.
+        const again = decodeRoutedInfer(encodeRoutedInfer(routed));
+        const exec = backend.ExecuteRequest.decode(
+          encodeRoutedExecute({
+            service: again.service,
+            requestId: again.requestId,
+            frontendId: "fe-1",
+            inputs: again.inputs,
+            attempt: 2,
+            holdId: "h",
+          }),
+        );
+        expect(plainTensors(exec.inputs)).toEqual(asFloat32(req.inputs));
+        expect([exec.service, exec.requestId, exec.frontendId, exec.attempt, exec.holdId]).toEqual([
+          req.service,
+          req.requestId,
+          "fe-1",
+          2,
+          "h",
+        ]);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("ExecuteReply -> frontend -> InferResponse keeps the outputs and reads status, report and compute time", () => {
+    fc.assert(
+      fc.property(inputs, fc.double({ min: 0, max: 1e4, noNaN: true }), (outputs, computeMs) => {
+        const reply = decodeRoutedExecuteReply(
+          backend.ExecuteReply.encode({
+            status: backend.ExecuteStatus.EXECUTE_STATUS_OK,
+            report: { state: backend.BackendState.BACKEND_STATE_BUSY, frontendsSeen: 3 },
+            outputs,
+            computeMs,
+          }).finish(),
+        );
+        expect(reply.status).toBe(backend.ExecuteStatus.EXECUTE_STATUS_OK);
+        expect(reply.report?.frontendsSeen).toBe(3);
+        expect(reply.computeMs).toBe(computeMs);
+        const res = inference.InferResponse.decode(
+          encodeRoutedInferResponse({
+            requestId: "r",
+            service: "s",
+            outputs: reply.outputs,
+            backendId: "b",
+            frontendId: "f",
+            timing: { totalMs: 5, computeMs, attempts: 1 },
+          }),
+        );
+        expect(plainTensors(res.outputs)).toEqual(asFloat32(outputs));
+        expect([res.requestId, res.service, res.backendId, res.frontendId, res.timing?.attempts]).toEqual(["r", "s", "b", "f", 1]);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("reads an input's dims and counts its values without decoding them, packed or not", () => {
+    const packed = inference.InferRequest.encode({
+      service: "s",
+      inputs: { img: { dtype: "float32", dims: [2, 3], data: [1, 2, 3, 4, 5, 6] } },
+    }).finish();
+    expect(entryShape(decodeRoutedInfer(packed).inputs[0] ?? new Uint8Array())).toEqual({
+      name: "img",
+      shape: { dtype: "float32", dims: [2, 3], values: 6 },
+    });
+    // The same tensor with unpacked dims (varints) and unpacked values (fixed32), as another encoder may write it.
+    const w = protobuf.Writer.create();
+    w.uint32((1 << 3) | 2).string("img");
+    w.uint32((2 << 3) | 2).fork();
+    w.uint32((2 << 3) | 0).int64(2);
+    w.uint32((2 << 3) | 0).int64(3);
+    for (let i = 0; i < 6; i++) w.uint32((3 << 3) | 5).float(i);
+    w.ldelim();
+    expect(entryShape(w.finish())).toEqual({ name: "img", shape: { dtype: "", dims: [2, 3], values: 6 } });
+    // A name with no tensor reads as the generated decoder reads it: null.
+    const bare = protobuf.Writer.create()
+      .uint32((1 << 3) | 2)
+      .string("x")
+      .finish();
+    expect(entryShape(bare)).toEqual({ name: "x", shape: null });
+  });
+
+  it("says what is wrong with bytes that are not a request, and never throws", () => {
+    expect(decodeRoutedInfer(Uint8Array.from([0x0a, 0x7f, 0x61])).undecodable).toMatch(/not a valid InferRequest/);
+    expect(decodeRoutedInfer(Uint8Array.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff])).undecodable).toBeDefined();
+    // A packed float field that is not a whole number of floats.
+    const w = protobuf.Writer.create();
+    w.uint32((1 << 3) | 2).string("x");
+    w.uint32((2 << 3) | 2)
+      .fork()
+      .uint32((3 << 3) | 2)
+      .bytes(Uint8Array.from([1, 2, 3]))
+      .ldelim();
+    const read = inputShapes([w.finish()]);
+    expect(read).toEqual({ ok: false, error: "malformed inputs: packed float data is not a whole number of float32 values" });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (bytes) => {
+        const r = decodeRoutedInfer(bytes);
+        if (r.undecodable === undefined) inputShapes(r.inputs);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("the backend decodes an ExecuteRequest as the generated decoder does, values into Float32Arrays", () => {
+    fc.assert(
+      fc.property(request, fc.integer({ min: 0, max: 9 }), (req, attempt) => {
+        const bytes = backend.ExecuteRequest.encode({ ...req, frontendId: "fe", attempt, holdId: "h1" }).finish();
+        const ours = decodeExecuteRequest(bytes);
+        const theirs = backend.ExecuteRequest.decode(bytes);
+        expect(ours.undecodable).toBeUndefined();
+        expect([ours.service, ours.requestId, ours.frontendId, ours.attempt, ours.holdId]).toEqual([
+          theirs.service,
+          theirs.requestId,
+          theirs.frontendId,
+          theirs.attempt,
+          theirs.holdId,
+        ]);
+        for (const t of Object.values(ours.inputs)) expect(t?.data).toBeInstanceOf(Float32Array);
+        const plain = Object.fromEntries(
+          Object.entries(ours.inputs).map(([k, t]) => [k, { dims: t?.dims ?? [], data: Array.from(t?.data ?? []) }]),
+        );
+        expect(plain).toEqual(plainTensors(theirs.inputs));
+      }),
+      { numRuns: 200 },
+    );
+    // Unpacked values, and packed data split over two fields (protobuf concatenates them).
+    const w = protobuf.Writer.create();
+    w.uint32((4 << 3) | 2).fork();
+    w.uint32((1 << 3) | 2).string("x");
+    w.uint32((2 << 3) | 2).fork();
+    w.uint32((3 << 3) | 5).float(1.5);
+    w.uint32((3 << 3) | 2).bytes(new Uint8Array(Float32Array.of(2.5, -3).buffer));
+    w.ldelim().ldelim();
+    expect(Array.from(decodeExecuteRequest(w.finish()).inputs.x?.data ?? [])).toEqual([1.5, 2.5, -3]);
+    expect(decodeExecuteRequest(Uint8Array.from([0x22, 0x7f])).undecodable).toMatch(/not a valid ExecuteRequest/);
+  });
+
+  it("skips fields it does not know, as a generated decoder does", () => {
+    const w = protobuf.Writer.create();
+    w.uint32((1 << 3) | 2).string("svc");
+    w.uint32((99 << 3) | 0).uint32(7);
+    w.uint32((98 << 3) | 2).bytes(Uint8Array.from([1, 2]));
+    const r = decodeRoutedInfer(w.finish());
+    expect(r).toEqual({ service: "svc", requestId: "", deadlineUnixMs: 0, inputs: [] });
+  });
+});

@@ -1,0 +1,430 @@
+/**
+ * The request path's messages as the broker and the frontend see them: the fields they route on decoded, the
+ * tensors kept as the bytes that came on the wire and forwarded untouched. Only the backend decodes tensors, so
+ * a 600 KB image costs a hop one copy, not a decode into JavaScript numbers and an encode back.
+ *
+ * Written by hand over protobufjs's Reader and Writer because no library forwards a protobuf field's bytes
+ * between messages: a map<string, Tensor> entry is the same bytes in InferRequest (field 3), ExecuteRequest
+ * (field 4), ExecuteReply and InferResponse (field 3), only its tag differs. The field numbers below are the
+ * .proto files'; `routed.test.ts` checks every message here against the generated codecs both ways.
+ */
+import "./numbers-not-longs.js";
+import { endianness } from "node:os";
+import type { MethodDefinition } from "@grpc/grpc-js";
+import protobuf from "protobufjs/minimal.js";
+import { infergrid } from "./gen/messages.js";
+
+import backend = infergrid.backend.v1;
+import inference = infergrid.inference.v1;
+
+const { Reader } = protobuf;
+
+const LEN = 2;
+const VARINT = 0;
+const I64 = 1;
+const I32 = 5;
+
+/** One map<string, Tensor> entry as received: the MapEntry message's bytes (key = 1, value = 2), a view. */
+export type RawEntry = Uint8Array;
+
+/** InferRequest with its inputs undecoded. `undecodable` says why the bytes were not a valid InferRequest. */
+export interface RoutedInferRequest {
+  service: string;
+  requestId: string;
+  deadlineUnixMs: number;
+  inputs: RawEntry[];
+  undecodable?: string;
+}
+
+/** ExecuteRequest with its inputs passed through (written with the inputs' field number, 4). */
+export interface RoutedExecuteRequest {
+  service: string;
+  requestId: string;
+  frontendId: string;
+  inputs: readonly RawEntry[];
+  attempt: number;
+  holdId?: string;
+}
+
+/** ExecuteReply with its outputs undecoded: the frontend reads the status and the report, forwards the outputs. */
+export interface RoutedExecuteReply {
+  status: backend.ExecuteStatus;
+  report: backend.BackendReport | null;
+  outputs: RawEntry[];
+  computeMs: number;
+}
+
+/** InferResponse around outputs that came from the backend untouched. */
+export interface RoutedInferResponse {
+  requestId: string;
+  service: string;
+  outputs: readonly RawEntry[];
+  backendId: string;
+  frontendId: string;
+  timing: inference.Timing.$Properties;
+}
+
+/** What the broker and the frontend check of a tensor without decoding its values. */
+export interface TensorShape {
+  dtype: string;
+  dims: number[];
+  /** How many float32 values the tensor carries. */
+  values: number;
+}
+
+const tagOf = (field: number, wireType: number) => ((field << 3) | wireType) >>> 0;
+
+function view(buf: Uint8Array, start: number, end: number): Uint8Array {
+  return buf.subarray(start, end);
+}
+
+/** Reads a length-delimited field's bounds and moves past it. */
+function delimited(r: protobuf.Reader): [number, number] {
+  const len = r.size();
+  const start = r.pos;
+  const end = start + len;
+  if (end > r.len) throw new RangeError("a length-delimited field runs past the end of the message");
+  r.pos = end;
+  return [start, end];
+}
+
+/** Never throws: bytes that are not an InferRequest come back with `undecodable` set (INVALID_ARGUMENT, not INTERNAL). */
+export function decodeRoutedInfer(bytes: Uint8Array): RoutedInferRequest {
+  const out: RoutedInferRequest = { service: "", requestId: "", deadlineUnixMs: 0, inputs: [] };
+  try {
+    const r = Reader.create(bytes);
+    while (r.pos < r.len) {
+      const tag = r.tag();
+      const field = tag >>> 3;
+      const wt = tag & 7;
+      if (field === 1 && wt === LEN) out.service = r.string();
+      else if (field === 2 && wt === LEN) out.requestId = r.string();
+      else if (field === 3 && wt === LEN) {
+        const [s, e] = delimited(r);
+        out.inputs.push(view(bytes, s, e));
+      } else if (field === 4 && wt === VARINT) out.deadlineUnixMs = Number(r.int64());
+      else r.skipType(wt, 0, field);
+    }
+  } catch (err) {
+    out.undecodable = `the request is not a valid InferRequest: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  return out;
+}
+
+/**
+ * A message written in one allocation of its exact size: protobufjs's Writer grows its buffer by doubling and
+ * copies it again on finish, three copies of a 600 KB tensor a hop where one will do.
+ */
+class ExactWriter {
+  private readonly parts: Array<{ tag: number; kind: "bytes" | "string" | "varint"; bytes?: Uint8Array; text?: string; n?: number }> = [];
+  private size = 0;
+
+  bytes(field: number, value: Uint8Array): this {
+    const tag = tagOf(field, LEN);
+    this.parts.push({ tag, kind: "bytes", bytes: value });
+    this.size += varintSize(tag) + varintSize(value.length) + value.length;
+    return this;
+  }
+
+  string(field: number, value: string | undefined): this {
+    if (!value) return this;
+    const tag = tagOf(field, LEN);
+    const len = Buffer.byteLength(value);
+    this.parts.push({ tag, kind: "string", text: value, n: len });
+    this.size += varintSize(tag) + varintSize(len) + len;
+    return this;
+  }
+
+  /** A non-negative integer below 2^53 as a varint (int64, uint32, enum); callers validate first. */
+  varint(field: number, value: number): this {
+    if (!value) return this;
+    if (!(Number.isSafeInteger(value) && value > 0)) throw new RangeError(`field ${field}: ${value} is not a non-negative integer`);
+    const tag = tagOf(field, VARINT);
+    this.parts.push({ tag, kind: "varint", n: value });
+    this.size += varintSize(tag) + varintSize(value);
+    return this;
+  }
+
+  finish(): Buffer {
+    const buf = Buffer.allocUnsafe(this.size);
+    let pos = 0;
+    for (const p of this.parts) {
+      pos = writeVarint(buf, pos, p.tag);
+      if (p.kind === "varint") pos = writeVarint(buf, pos, p.n ?? 0);
+      else if (p.kind === "string") {
+        pos = writeVarint(buf, pos, p.n ?? 0);
+        pos += buf.write(p.text ?? "", pos, "utf8");
+      } else {
+        const b = p.bytes ?? new Uint8Array();
+        pos = writeVarint(buf, pos, b.length);
+        buf.set(b, pos);
+        pos += b.length;
+      }
+    }
+    return buf;
+  }
+}
+
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    size += 1;
+  }
+  return size;
+}
+
+function writeVarint(buf: Buffer, pos: number, n: number): number {
+  while (n >= 128) {
+    buf[pos++] = (n % 128) | 128;
+    n = Math.floor(n / 128);
+  }
+  buf[pos++] = n;
+  return pos;
+}
+
+export function encodeRoutedInfer(req: RoutedInferRequest): Buffer {
+  const w = new ExactWriter().string(1, req.service).string(2, req.requestId);
+  for (const e of req.inputs) w.bytes(3, e);
+  return w.varint(4, req.deadlineUnixMs).finish();
+}
+
+export function encodeRoutedExecute(req: RoutedExecuteRequest): Buffer {
+  const w = new ExactWriter().string(1, req.service).string(2, req.requestId).string(3, req.frontendId);
+  for (const e of req.inputs) w.bytes(4, e);
+  return w.varint(5, req.attempt).string(6, req.holdId).finish();
+}
+
+/** Throws on bytes that are not an ExecuteReply (the client call then fails, as a generated decoder's would). */
+export function decodeRoutedExecuteReply(bytes: Uint8Array): RoutedExecuteReply {
+  const out: RoutedExecuteReply = { status: 0, report: null, outputs: [], computeMs: 0 };
+  const r = Reader.create(bytes);
+  while (r.pos < r.len) {
+    const tag = r.tag();
+    const field = tag >>> 3;
+    const wt = tag & 7;
+    if (field === 1 && wt === VARINT) out.status = r.int32();
+    else if (field === 2 && wt === LEN) {
+      const [s, e] = delimited(r);
+      out.report = backend.BackendReport.decode(view(bytes, s, e));
+    } else if (field === 3 && wt === LEN) {
+      const [s, e] = delimited(r);
+      out.outputs.push(view(bytes, s, e));
+    } else if (field === 4 && wt === I64) out.computeMs = r.double();
+    else r.skipType(wt, 0, field);
+  }
+  return out;
+}
+
+export function encodeRoutedInferResponse(res: RoutedInferResponse): Buffer {
+  const w = new ExactWriter().string(1, res.requestId).string(2, res.service);
+  for (const e of res.outputs) w.bytes(3, e);
+  return w.string(4, res.backendId).string(5, res.frontendId).bytes(6, inference.Timing.encode(res.timing).finish()).finish();
+}
+
+/** Reads an int64 list field (packed or not) into `dims`. */
+function readDims(r: protobuf.Reader, wt: number, dims: number[]): void {
+  if (wt === LEN) {
+    const end = r.size() + r.pos;
+    if (end > r.len) throw new RangeError("dims run past the end of the tensor");
+    while (r.pos < end) dims.push(Number(r.int64()));
+  } else dims.push(Number(r.int64()));
+}
+
+/**
+ * One entry's name and shape, reading dims and counting values without decoding them. A missing value is
+ * `null` (the generated decoder's reading too). Duplicate names: the last wins, as when decoding a map.
+ */
+export function entryShape(entry: RawEntry): { name: string; shape: TensorShape | null } {
+  const r = Reader.create(entry);
+  let name = "";
+  let shape: TensorShape | null = null;
+  while (r.pos < r.len) {
+    const tag = r.tag();
+    const field = tag >>> 3;
+    const wt = tag & 7;
+    if (field === 1 && wt === LEN) name = r.string();
+    else if (field === 2 && wt === LEN) shape = tensorShape(r);
+    else r.skipType(wt, 0, field);
+  }
+  return { name, shape };
+}
+
+function tensorShape(r: protobuf.Reader): TensorShape {
+  const end = r.size() + r.pos;
+  if (end > r.len) throw new RangeError("a tensor runs past the end of its entry");
+  const shape: TensorShape = { dtype: "", dims: [], values: 0 };
+  while (r.pos < end) {
+    const tag = r.tag();
+    const field = tag >>> 3;
+    const wt = tag & 7;
+    if (field === 1 && wt === LEN) shape.dtype = r.string();
+    else if (field === 2 && (wt === LEN || wt === VARINT)) readDims(r, wt, shape.dims);
+    else if (field === 3 && wt === LEN) {
+      const [s, e] = delimited(r);
+      if ((e - s) % 4 !== 0) throw new RangeError("packed float data is not a whole number of float32 values");
+      shape.values += (e - s) / 4;
+    } else if (field === 3 && wt === I32) {
+      r.skip(4);
+      shape.values += 1;
+    } else r.skipType(wt, 0, field);
+  }
+  if (r.pos !== end) throw new RangeError("a tensor's fields run past its end");
+  return shape;
+}
+
+/** Every input's shape by name, or what makes the entries unreadable. */
+export function inputShapes(
+  entries: readonly RawEntry[],
+): { ok: true; shapes: Map<string, TensorShape | null> } | { ok: false; error: string } {
+  const shapes = new Map<string, TensorShape | null>();
+  try {
+    for (const e of entries) {
+      const { name, shape } = entryShape(e);
+      shapes.set(name, shape);
+    }
+    return { ok: true, shapes };
+  } catch (err) {
+    return { ok: false, error: `malformed inputs: ${err instanceof Error ? err.message : String(err)}` };
+  }
+}
+
+/** A tensor as the backend decodes it: values straight into a Float32Array, not one JavaScript number each. */
+export interface DecodedTensor {
+  dtype: string;
+  dims: number[];
+  data: Float32Array;
+}
+
+/** ExecuteRequest as the backend serves it. `undecodable` says why the bytes were not an ExecuteRequest. */
+export interface DecodedExecuteRequest {
+  service: string;
+  requestId: string;
+  frontendId: string;
+  /** A name without a tensor is null, as the generated decoder has it. */
+  inputs: Record<string, DecodedTensor | null>;
+  attempt: number;
+  holdId: string;
+  undecodable?: string;
+}
+
+const LITTLE_ENDIAN = endianness() === "LE";
+
+/** Packed float32 values (little-endian on the wire) into a new Float32Array. */
+function floatsOf(bytes: Uint8Array): Float32Array {
+  const n = bytes.length / 4;
+  const out = new Float32Array(n);
+  if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(bytes);
+  else {
+    const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    for (let i = 0; i < n; i++) out[i] = v.getFloat32(4 * i, true);
+  }
+  return out;
+}
+
+function decodeTensor(r: protobuf.Reader, bytes: Uint8Array): DecodedTensor {
+  const end = r.size() + r.pos;
+  if (end > r.len) throw new RangeError("a tensor runs past the end of its entry");
+  const t: DecodedTensor = { dtype: "", dims: [], data: new Float32Array() };
+  const chunks: Float32Array[] = [];
+  while (r.pos < end) {
+    const tag = r.tag();
+    const field = tag >>> 3;
+    const wt = tag & 7;
+    if (field === 1 && wt === LEN) t.dtype = r.string();
+    else if (field === 2 && (wt === LEN || wt === VARINT)) readDims(r, wt, t.dims);
+    else if (field === 3 && wt === LEN) {
+      const [s, e] = delimited(r);
+      if ((e - s) % 4 !== 0) throw new RangeError("packed float data is not a whole number of float32 values");
+      chunks.push(floatsOf(view(bytes, s, e)));
+    } else if (field === 3 && wt === I32) chunks.push(Float32Array.of(r.float()));
+    else r.skipType(wt, 0, field);
+  }
+  if (r.pos !== end) throw new RangeError("a tensor's fields run past its end");
+  if (chunks.length === 1) t.data = chunks[0] ?? t.data;
+  else if (chunks.length > 1) {
+    t.data = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));
+    let at = 0;
+    for (const c of chunks) {
+      t.data.set(c, at);
+      at += c.length;
+    }
+  }
+  return t;
+}
+
+/** Never throws: bytes that are not an ExecuteRequest come back with `undecodable` set. */
+export function decodeExecuteRequest(bytes: Uint8Array): DecodedExecuteRequest {
+  const out: DecodedExecuteRequest = { service: "", requestId: "", frontendId: "", inputs: {}, attempt: 0, holdId: "" };
+  try {
+    const r = Reader.create(bytes);
+    while (r.pos < r.len) {
+      const tag = r.tag();
+      const field = tag >>> 3;
+      const wt = tag & 7;
+      if (field === 1 && wt === LEN) out.service = r.string();
+      else if (field === 2 && wt === LEN) out.requestId = r.string();
+      else if (field === 3 && wt === LEN) out.frontendId = r.string();
+      else if (field === 4 && wt === LEN) {
+        const end = r.size() + r.pos;
+        if (end > r.len) throw new RangeError("an input runs past the end of the message");
+        let name = "";
+        let tensor: DecodedTensor | null = null;
+        while (r.pos < end) {
+          const t = r.tag();
+          if (t >>> 3 === 1 && (t & 7) === LEN) name = r.string();
+          else if (t >>> 3 === 2 && (t & 7) === LEN) tensor = decodeTensor(r, bytes);
+          else r.skipType(t & 7, 0, t >>> 3);
+        }
+        out.inputs[name] = tensor;
+      } else if (field === 5 && wt === VARINT) out.attempt = r.uint32();
+      else if (field === 6 && wt === LEN) out.holdId = r.string();
+      else r.skipType(wt, 0, field);
+    }
+  } catch (err) {
+    out.undecodable = `the request is not a valid ExecuteRequest: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  return out;
+}
+
+function passThrough(b: Uint8Array): Buffer {
+  return Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+}
+
+const INFER_PATH = "/infergrid.inference.v1.InferenceService/Infer";
+
+/**
+ * InferenceService.Infer for the hops that route: the request's tensors stay bytes, and the answer is an
+ * encoded InferResponse relayed as is (the broker) or built around the backend's outputs (the frontend).
+ * On the wire it is the same method as `InferenceServiceDefinition.Infer`.
+ */
+export const RoutedInferenceDefinition = {
+  Infer: {
+    path: INFER_PATH,
+    requestStream: false,
+    responseStream: false,
+    originalName: "infer",
+    requestSerialize: (m: RoutedInferRequest) => encodeRoutedInfer(m),
+    requestDeserialize: (b: Buffer) => decodeRoutedInfer(b),
+    responseSerialize: (m: Uint8Array) => passThrough(m),
+    responseDeserialize: (b: Buffer): Uint8Array => b,
+  } satisfies MethodDefinition<RoutedInferRequest, Uint8Array>,
+};
+
+function clientOnly(): never {
+  throw new Error("RoutedExecuteDefinition is for calling a backend; a backend serves BackendServiceDefinition");
+}
+
+/** BackendService.Execute as the frontend calls it: inputs forwarded, outputs kept as bytes. For clients only. */
+export const RoutedExecuteDefinition = {
+  Execute: {
+    path: "/infergrid.backend.v1.BackendService/Execute",
+    requestStream: false,
+    responseStream: false,
+    originalName: "execute",
+    requestSerialize: (m: RoutedExecuteRequest) => encodeRoutedExecute(m),
+    requestDeserialize: clientOnly,
+    responseSerialize: clientOnly,
+    responseDeserialize: (b: Buffer) => decodeRoutedExecuteReply(b),
+  } satisfies MethodDefinition<RoutedExecuteRequest, RoutedExecuteReply>,
+};
