@@ -244,33 +244,47 @@ export function entryShape(entry: RawEntry): { name: string; shape: TensorShape 
     const field = tag >>> 3;
     const wt = tag & 7;
     if (field === 1 && wt === LEN) name = r.string();
-    else if (field === 2 && wt === LEN) shape = tensorShape(r);
+    else if (field === 2 && wt === LEN) shape = tensorShape(r, entry);
     else r.skipType(wt, 0, field);
   }
   return { name, shape };
 }
 
-function tensorShape(r: protobuf.Reader): TensorShape {
+/**
+ * Reads one Tensor's fields (dtype, dims) and hands its values to `values`: packed float32 bytes, or one unpacked
+ * float at a time (`packed` null). The one walk of a tensor, for counting values and for decoding them.
+ */
+function readTensor(
+  r: protobuf.Reader,
+  bytes: Uint8Array,
+  values: (packed: Uint8Array | null, one: number) => void,
+): { dtype: string; dims: number[] } {
   const end = r.size() + r.pos;
   if (end > r.len) throw new RangeError("a tensor runs past the end of its entry");
-  const shape: TensorShape = { dtype: "", dims: [], values: 0 };
+  const t = { dtype: "", dims: [] as number[] };
   while (r.pos < end) {
     const tag = r.tag();
     const field = tag >>> 3;
     const wt = tag & 7;
-    if (field === 1 && wt === LEN) shape.dtype = r.string();
-    else if (field === 2 && (wt === LEN || wt === VARINT)) readDims(r, wt, shape.dims);
+    if (field === 1 && wt === LEN) t.dtype = r.string();
+    else if (field === 2 && (wt === LEN || wt === VARINT)) readDims(r, wt, t.dims);
     else if (field === 3 && wt === LEN) {
       const [s, e] = delimited(r);
       if ((e - s) % 4 !== 0) throw new RangeError("packed float data is not a whole number of float32 values");
-      shape.values += (e - s) / 4;
-    } else if (field === 3 && wt === I32) {
-      r.skip(4);
-      shape.values += 1;
-    } else r.skipType(wt, 0, field);
+      values(view(bytes, s, e), 0);
+    } else if (field === 3 && wt === I32) values(null, r.float());
+    else r.skipType(wt, 0, field);
   }
   if (r.pos !== end) throw new RangeError("a tensor's fields run past its end");
-  return shape;
+  return t;
+}
+
+function tensorShape(r: protobuf.Reader, bytes: Uint8Array): TensorShape {
+  let values = 0;
+  const t = readTensor(r, bytes, (packed) => {
+    values += packed ? packed.length / 4 : 1;
+  });
+  return { ...t, values };
 }
 
 /** Every input's shape by name, or what makes the entries unreadable. */
@@ -323,24 +337,11 @@ function floatsOf(bytes: Uint8Array): Float32Array {
 }
 
 function decodeTensor(r: protobuf.Reader, bytes: Uint8Array): DecodedTensor {
-  const end = r.size() + r.pos;
-  if (end > r.len) throw new RangeError("a tensor runs past the end of its entry");
-  const t: DecodedTensor = { dtype: "", dims: [], data: new Float32Array() };
   const chunks: Float32Array[] = [];
-  while (r.pos < end) {
-    const tag = r.tag();
-    const field = tag >>> 3;
-    const wt = tag & 7;
-    if (field === 1 && wt === LEN) t.dtype = r.string();
-    else if (field === 2 && (wt === LEN || wt === VARINT)) readDims(r, wt, t.dims);
-    else if (field === 3 && wt === LEN) {
-      const [s, e] = delimited(r);
-      if ((e - s) % 4 !== 0) throw new RangeError("packed float data is not a whole number of float32 values");
-      chunks.push(floatsOf(view(bytes, s, e)));
-    } else if (field === 3 && wt === I32) chunks.push(Float32Array.of(r.float()));
-    else r.skipType(wt, 0, field);
-  }
-  if (r.pos !== end) throw new RangeError("a tensor's fields run past its end");
+  const t: DecodedTensor = {
+    ...readTensor(r, bytes, (packed, one) => chunks.push(packed ? floatsOf(packed) : Float32Array.of(one))),
+    data: new Float32Array(),
+  };
   if (chunks.length === 1) t.data = chunks[0] ?? t.data;
   else if (chunks.length > 1) {
     t.data = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));

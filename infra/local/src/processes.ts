@@ -195,9 +195,12 @@ export async function startLoggedNats(bin: string, runDir: string): Promise<Chil
         const url = info.nats?.[0] ?? "";
         const port = Number(url.slice(url.lastIndexOf(":") + 1));
         // A loaded machine (the test suite runs beside it) can take seconds between the ports file and the listener.
-        if (!(await waitForPort(port, 20_000))) {
+        let why = "";
+        if (!(await waitForPort(port, 20_000, (e) => (why = e)))) {
           const state = child.exitCode === null ? "still running" : `exited with ${child.exitCode}`;
-          throw new Error(`nats-server (${state}) does not accept connections on ${port}; ${logPath}:\n${lastLines(logPath, 20)}`);
+          throw new Error(
+            `nats-server (${state}) does not accept connections on 127.0.0.1:${port} (${why}; ports file ${file}: ${JSON.stringify(info)}); ${logPath}:\n${lastLines(logPath, 20)}`,
+          );
         }
         return { ...handle("nats-server", child, logPath, exited, {}), url: `nats://127.0.0.1:${port}` };
       }

@@ -34,8 +34,10 @@ describe("a routed request's check (broker and frontend: the form, not the value
       { service: "a", inputs: { x: { dtype: "int8", dims: [], data: [] } } },
       { service: "a", inputs: { x: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], data: [1] } } },
       { service: "a", inputs: { ["n".repeat(129)]: { dims: [1], data: [1] } } },
+      { service: "a", inputs: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])) },
     ];
     for (const c of cases) expect(routed(c)).toEqual({ problem: inferRequestProblem(c) });
+    expect(inferRequestProblem(cases.at(-1) ?? {})).toBe("65 inputs, at most 64");
     const ok = routed({ service: "a", inputs: { x: { dims: [2, 2], data: [1, 2, 3, 4] } } });
     expect(ok).toEqual({ shapes: new Map([["x", { dtype: "", dims: [2, 2], values: 4 }]]) });
   });

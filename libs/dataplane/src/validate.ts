@@ -2,6 +2,11 @@ import { serviceNameProblem } from "@infergrid/control-plane";
 import { type inference, inputShapes, type RoutedInferRequest, type TensorShape } from "@infergrid/proto";
 
 const MAX_DIMS = 8;
+/**
+ * Inputs a request may carry. Models take a handful; a request of 100,000 tiny tensors under the size cap
+ * costs every hop a map of 100,000 entries and a backend seconds of decoding, paid by the other clients.
+ */
+export const MAX_INPUTS = 64;
 
 /**
  * A tensor's form, checked without its values: known dtype, at most MAX_DIMS non-negative integer dims, and
@@ -47,7 +52,13 @@ export function tensorProblem(name: string, t: TensorInput | null | undefined): 
   return undefined;
 }
 
+function tooManyInputs(n: number): string | undefined {
+  return n > MAX_INPUTS ? `${n} inputs, at most ${MAX_INPUTS}` : undefined;
+}
+
 export function inputsProblem(inputs: Record<string, TensorInput | null> | null | undefined): string | undefined {
+  const many = tooManyInputs(Object.keys(inputs ?? {}).length);
+  if (many) return many;
   for (const [name, t] of Object.entries(inputs ?? {})) {
     const p = nameProblem(name) ?? tensorProblem(name, t);
     if (p) return p;
@@ -76,6 +87,9 @@ export function routedRequestProblem(req: RoutedInferRequest): { problem: string
   if (req.undecodable) return { problem: req.undecodable };
   const header = headerProblem(req.service, req.requestId, req.deadlineUnixMs);
   if (header) return { problem: header };
+  // Counted before anything is read: entries on the wire, duplicates included.
+  const many = tooManyInputs(req.inputs.length);
+  if (many) return { problem: many };
   const read = inputShapes(req.inputs);
   if (!read.ok) return { problem: read.error };
   for (const [name, shape] of read.shapes) {

@@ -4,6 +4,7 @@ export * from "./config.js";
 export * from "./grpc.js";
 export * from "./health-client.js";
 export * from "./ids.js";
+export * from "./log-throttle.js";
 export * from "./logger.js";
 export * from "./metrics.js";
 export * from "./nats.js";

@@ -1,6 +1,7 @@
 import { decodeMessage, encodeMessage, type MessageType } from "@infergrid/proto";
 import { connect, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import type { Logger } from "pino";
+import { LogThrottle } from "./log-throttle.js";
 
 export type { NatsConnection, Subscription };
 
@@ -44,9 +45,12 @@ export function publishMessage<T, P>(nc: NatsConnection, subject: string, type: 
 }
 
 /**
- * Subscribes and decodes with the proto type. A garbled message is logged and dropped (and
- * counted through `onGarbled`); it never stops the subscription or the service.
+ * Subscribes and decodes with the proto type. A garbled message is dropped, counted through `onGarbled`, and
+ * logged at most 5 times per subject in 10 s (the next line written says how many were not); it never stops
+ * the subscription or the service.
  */
+const garbledLines = new LogThrottle();
+
 export function subscribeMessages<T, P>(
   nc: NatsConnection,
   subject: string,
@@ -65,7 +69,13 @@ export function subscribeMessages<T, P>(
       const decoded = decodeMessage(type, msg.data);
       if (!decoded.ok) {
         options.onGarbled?.(msg.subject);
-        logger.warn({ subject: msg.subject, bytes: msg.data.length, error: decoded.error }, "dropped a garbled message");
+        const { write, suppressed } = garbledLines.admit(msg.subject, Date.now());
+        if (write) {
+          logger.warn(
+            { subject: msg.subject, bytes: msg.data.length, error: decoded.error, ...(suppressed > 0 ? { suppressed } : {}) },
+            "dropped a garbled message",
+          );
+        }
         return;
       }
       try {

@@ -23,16 +23,30 @@ export interface NatsServerHandle {
 }
 
 /** Polls until something accepts TCP connections on 127.0.0.1:port; false after `timeoutMs`. */
-export async function waitForPort(port: number, timeoutMs: number): Promise<boolean> {
+/**
+ * Whether something accepts TCP connections on 127.0.0.1:`port` within `timeoutMs`. Each attempt gets at most a
+ * second (a connect on a loaded machine can hang rather than fail); `lastError` hears why the last one failed.
+ */
+export async function waitForPort(port: number, timeoutMs: number, lastError?: (why: string) => void): Promise<boolean> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
     const ok = await new Promise<boolean>((resolve) => {
       const s = connect(port, "127.0.0.1");
+      const timer = setTimeout(() => {
+        lastError?.("connect attempt took over 1 s");
+        s.destroy();
+        resolve(false);
+      }, 1_000);
       s.once("connect", () => {
+        clearTimeout(timer);
         s.destroy();
         resolve(true);
       });
-      s.once("error", () => resolve(false));
+      s.once("error", (err) => {
+        clearTimeout(timer);
+        lastError?.(err.message);
+        resolve(false);
+      });
     });
     if (ok) return true;
     await sleep(50);
