@@ -54,15 +54,17 @@ describe("routed messages: tensors forwarded as the bytes they came as", () => {
             inputs: again.inputs,
             attempt: 2,
             holdId: "h",
+            deadlineUnixMs: req.deadlineUnixMs,
           }),
         );
         expect(plainTensors(exec.inputs)).toEqual(asFloat32(req.inputs));
-        expect([exec.service, exec.requestId, exec.frontendId, exec.attempt, exec.holdId]).toEqual([
+        expect([exec.service, exec.requestId, exec.frontendId, exec.attempt, exec.holdId, exec.deadlineUnixMs]).toEqual([
           req.service,
           req.requestId,
           "fe-1",
           2,
           "h",
+          req.deadlineUnixMs,
         ]);
       }),
       { numRuns: 200 },
@@ -152,15 +154,17 @@ describe("routed messages: tensors forwarded as the bytes they came as", () => {
     fc.assert(
       fc.property(request, fc.integer({ min: 0, max: 9 }), (req, attempt) => {
         const bytes = backend.ExecuteRequest.encode({ ...req, frontendId: "fe", attempt, holdId: "h1" }).finish();
+        // req.deadlineUnixMs rides along as the ExecuteRequest's own deadline field.
         const ours = decodeExecuteRequest(bytes);
         const theirs = backend.ExecuteRequest.decode(bytes);
         expect(ours.undecodable).toBeUndefined();
-        expect([ours.service, ours.requestId, ours.frontendId, ours.attempt, ours.holdId]).toEqual([
+        expect([ours.service, ours.requestId, ours.frontendId, ours.attempt, ours.holdId, ours.deadlineUnixMs]).toEqual([
           theirs.service,
           theirs.requestId,
           theirs.frontendId,
           theirs.attempt,
           theirs.holdId,
+          theirs.deadlineUnixMs,
         ]);
         for (const t of Object.values(ours.inputs)) expect(t?.data).toBeInstanceOf(Float32Array);
         const plain = Object.fromEntries(

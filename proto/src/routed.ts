@@ -44,6 +44,8 @@ export interface RoutedExecuteRequest {
   inputs: readonly RawEntry[];
   attempt: number;
   holdId?: string;
+  /** When the frontend stops waiting for this attempt (Unix ms). */
+  deadlineUnixMs: number;
 }
 
 /** ExecuteReply with its outputs undecoded: the frontend reads the status and the report, forwards the outputs. */
@@ -192,7 +194,7 @@ export function encodeRoutedInfer(req: RoutedInferRequest): Buffer {
 export function encodeRoutedExecute(req: RoutedExecuteRequest): Buffer {
   const w = new ExactWriter().string(1, req.service).string(2, req.requestId).string(3, req.frontendId);
   for (const e of req.inputs) w.bytes(4, e);
-  return w.varint(5, req.attempt).string(6, req.holdId).finish();
+  return w.varint(5, req.attempt).string(6, req.holdId).varint(7, req.deadlineUnixMs).finish();
 }
 
 /** Throws on bytes that are not an ExecuteReply (the client call then fails, as a generated decoder's would). */
@@ -319,6 +321,7 @@ export interface DecodedExecuteRequest {
   inputs: Record<string, DecodedTensor | null>;
   attempt: number;
   holdId: string;
+  deadlineUnixMs: number;
   undecodable?: string;
 }
 
@@ -356,7 +359,7 @@ function decodeTensor(r: protobuf.Reader, bytes: Uint8Array): DecodedTensor {
 
 /** Never throws: bytes that are not an ExecuteRequest come back with `undecodable` set. */
 export function decodeExecuteRequest(bytes: Uint8Array): DecodedExecuteRequest {
-  const out: DecodedExecuteRequest = { service: "", requestId: "", frontendId: "", inputs: {}, attempt: 0, holdId: "" };
+  const out: DecodedExecuteRequest = { service: "", requestId: "", frontendId: "", inputs: {}, attempt: 0, holdId: "", deadlineUnixMs: 0 };
   try {
     const r = Reader.create(bytes);
     while (r.pos < r.len) {
@@ -380,6 +383,7 @@ export function decodeExecuteRequest(bytes: Uint8Array): DecodedExecuteRequest {
         out.inputs[name] = tensor;
       } else if (field === 5 && wt === VARINT) out.attempt = r.uint32();
       else if (field === 6 && wt === LEN) out.holdId = r.string();
+      else if (field === 7 && wt === VARINT) out.deadlineUnixMs = Number(r.int64());
       else r.skipType(wt, 0, field);
     }
   } catch (err) {

@@ -24,7 +24,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   });
   const executed = new Counter({
     name: "infergrid_backend_requests_total",
-    help: "Execute calls, by status",
+    help: "Execute calls, by status (LATE_NOT_RUN: read after the caller's deadline, refused unrun)",
     labelNames: ["status"],
     registers: [metrics],
   });
@@ -60,6 +60,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     {
       onHoldEnded: (how) => holdsEnded.inc({ how }),
       onBatch: (size) => batchSizes.observe(size),
+      onLate: () => executed.inc({ status: "LATE_NOT_RUN" }),
       onDecommissioned: (service) => {
         publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
           kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,

@@ -29,16 +29,23 @@ function setup(o: Options = {}) {
   const machine = new BackendMachine({ concurrency: o.concurrency ?? 1, idleTimeoutMs: o.idleTimeoutMs ?? 60_000 });
   const holdsEnded: string[] = [];
   const decommissioned: string[] = [];
+  const late = { count: 0 };
   const worker = new Worker(
     "b1",
     machine,
     1,
     logger,
-    { onHoldEnded: (how) => holdsEnded.push(how), onDecommissioned: (s) => decommissioned.push(s) },
+    {
+      onHoldEnded: (how) => holdsEnded.push(how),
+      onDecommissioned: (s) => decommissioned.push(s),
+      onLate: () => {
+        late.count += 1;
+      },
+    },
     { holdMs: o.holdMs ?? 1_000, ...(o.instanceType ? { instanceType: o.instanceType } : {}) },
     o.now,
   );
-  return { worker, machine, holdsEnded, decommissioned };
+  return { worker, machine, holdsEnded, decommissioned, late };
 }
 
 function assignment(service: string, version: number, locMs: number, coldStartMs: number): control.BackendAssignment {
@@ -143,6 +150,24 @@ describe("Worker: assignment, warm-up and Execute", { timeout: 5_000 }, () => {
     // None of them took the slot.
     expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE);
     expect(worker.report().frontendsSeen ?? 0).toBe(0);
+  });
+});
+
+describe("Worker: a call read after its caller's deadline", () => {
+  it("is refused DEADLINE_EXCEEDED unrun, takes no slot, and is counted; one still in time runs", async () => {
+    let clock = 10_000;
+    const { worker, late } = await warmWorker({ now: () => clock });
+    clock = 20_000;
+    const err = await execute(worker, { deadlineUnixMs: 19_500 }).catch((e: unknown) => e);
+    expect([(err as GrpcStatusError).code, (err as GrpcStatusError).details]).toEqual([
+      grpc.status.DEADLINE_EXCEEDED,
+      "the caller's deadline passed 500 ms before the backend could start the request; not run",
+    ]);
+    expect(late.count).toBe(1);
+    expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE);
+    expect((await execute(worker, { deadlineUnixMs: 20_500 })).status).toBe(S.EXECUTE_STATUS_OK);
+    // 0: the caller said nothing, as older frontends do.
+    expect((await execute(worker, { deadlineUnixMs: 0 })).status).toBe(S.EXECUTE_STATUS_OK);
   });
 });
 

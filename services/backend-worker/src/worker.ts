@@ -148,6 +148,8 @@ export interface WorkerEvents {
   onHoldEnded(how: "executed" | "released" | "expired"): void;
   /** A batch ran: its requests and the model's compute time (not called for requests run independently). */
   onBatch?(size: number, computeMs: number): void;
+  /** An Execute came after its caller's deadline and was refused unrun. */
+  onLate?(): void;
 }
 
 /**
@@ -313,6 +315,15 @@ export class Worker {
   async execute(req: ExecuteInput, onGone?: (leave: () => void) => void): Promise<backend.ExecuteReply.$Properties> {
     if (req.undecodable) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     const now = this.now();
+    const deadline = Number(req.deadlineUnixMs ?? 0);
+    if (deadline > 0 && deadline <= now) {
+      // A call read late (the backend was frozen, or its event loop stalled): its caller has moved on.
+      this.events.onLate?.();
+      throw new GrpcStatusError(
+        grpc.status.DEADLINE_EXCEEDED,
+        `the caller's deadline passed ${now - deadline} ms before the backend could start the request; not run`,
+      );
+    }
     if (!req.service || req.service !== this.service) {
       return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
     }

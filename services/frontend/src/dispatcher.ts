@@ -306,6 +306,7 @@ class Flight {
         inputs: this.request.inputs,
         attempt,
         holdId,
+        deadlineUnixMs: callDeadline,
       },
       { deadline: callDeadline },
     ).then(
