@@ -1,3 +1,4 @@
+import { createConnection, type Socket } from "node:net";
 import { subjects } from "@infergrid/control-plane";
 import { InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
@@ -37,7 +38,11 @@ async function postJson(
 }
 
 beforeAll(async () => {
-  cluster = await startCluster({ backends: 4, frontends: 2, brokerEnv: { INFERGRID_MAX_REQUEST_BYTES: String(256 * 1024) } });
+  cluster = await startCluster({
+    backends: 4,
+    frontends: 2,
+    brokerEnv: { INFERGRID_MAX_REQUEST_BYTES: String(256 * 1024), INFERGRID_HTTP_RECEIVE_TIMEOUT_MS: "1500" },
+  });
   await registerService(cluster, emulatedSpec("echo", { maxBackends: 1, initialBackends: 1 }));
   await registerService(cluster, emulatedSpec("extra", { maxBackends: 1, initialBackends: 1 }));
   await registerService(cluster, {
@@ -150,6 +155,36 @@ describe("bad input gets a clear status", () => {
     );
     expect(garbage.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(garbage.details).toContain("not a valid InferRequest");
+  });
+
+  it("a body cut short, or a request that never finishes arriving: the error envelope, and the socket is freed", async () => {
+    const url = new URL(cluster.httpUrl);
+    const raw = (write: (s: Socket) => void): Promise<{ text: string; ms: number }> =>
+      new Promise((resolve, reject) => {
+        const t0 = Date.now();
+        let text = "";
+        const s = createConnection(Number(url.port), url.hostname, () => write(s));
+        s.on("data", (d) => {
+          text += String(d);
+        });
+        s.on("close", () => resolve({ text, ms: Date.now() - t0 }));
+        s.on("error", reject);
+      });
+    const head = "POST /v1/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+    const short = await raw((s) => {
+      s.write(`${head}{"service":`);
+      s.end();
+    });
+    expect(short.text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(short.text.slice(short.text.indexOf("\r\n\r\n") + 4))).toEqual({
+      error: { code: "INVALID_ARGUMENT", message: "the connection ended before the body its Content-Length announced" },
+    });
+    // Headers sent, the body never: answered 408 once the broker's receive timeout (1.5 s here) has passed.
+    const slow = await raw((s) => s.write(`${head}{"service":`));
+    expect(slow.text).toMatch(/^HTTP\/1\.1 408 /);
+    expect(slow.text).toContain('"code":"DEADLINE_EXCEEDED"');
+    expect(slow.ms).toBeGreaterThanOrEqual(1_400);
+    expect(slow.ms).toBeLessThan(6_000);
   });
 
   it("payload over the configured limit -> RESOURCE_EXHAUSTED / 413", async () => {

@@ -5,6 +5,7 @@ export const brokerConfig = z.object({
   httpPort: field.port(0).describe("HTTP/JSON ingress port (0 = any free port)"),
   maxRequestBytes: field.int(4 * 1024 * 1024, 1024).describe("largest accepted request (gRPC message or HTTP body), bytes"),
   requestTimeoutMs: field.ms(30_000).describe("deadline given to a request that brings none"),
+  httpReceiveTimeoutMs: field.ms(10_000).describe("an HTTP request's headers and body must arrive within this (408 after)"),
   frontendTtlMs: field.ms(3_000).describe("a frontend silent this long leaves the rotation"),
   ejectMs: field.ms(2_000).describe("how long a frontend that failed a call stays out of the rotation"),
   answerReserveMs: field.ms(10).describe("time kept before a request's deadline for the frontend's answer to travel back"),

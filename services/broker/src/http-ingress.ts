@@ -1,3 +1,4 @@
+import { STATUS_CODES } from "node:http";
 import { retryAfterMs } from "@infergrid/dataplane";
 import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
@@ -32,14 +33,53 @@ function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   });
 }
 
+export interface HttpIngressOptions {
+  maxRequestBytes: number;
+  /** Headers and body must have arrived within this (slow clients hold sockets and memory). */
+  receiveTimeoutMs: number;
+  requestTimeoutHeader?: string;
+}
+
+/**
+ * Errors Node's HTTP parser raises before any route runs (a body shorter than its Content-Length, bad framing,
+ * headers too large, a request that did not arrive in time), answered in the project's envelope.
+ */
+function clientErrorAnswer(code: string | undefined): { http: number; grpc: grpc.status; message: string } {
+  if (code === "ERR_HTTP_REQUEST_TIMEOUT")
+    return { http: 408, grpc: grpc.status.DEADLINE_EXCEEDED, message: "the request's headers and body did not arrive in time" };
+  if (code === "HPE_HEADER_OVERFLOW") return { http: 431, grpc: grpc.status.INVALID_ARGUMENT, message: "request headers too large" };
+  if (code === "HPE_INVALID_EOF_STATE")
+    return { http: 400, grpc: grpc.status.INVALID_ARGUMENT, message: "the connection ended before the body its Content-Length announced" };
+  return { http: 400, grpc: grpc.status.INVALID_ARGUMENT, message: `malformed HTTP request (${code ?? "unknown"})` };
+}
+
 /** HTTP/JSON front door: POST /v1/infer and POST /v1/services/:service/infer. */
-export function buildHttpIngress(
-  ingress: Ingress,
-  maxRequestBytes: number,
-  logger: Logger,
-  requestTimeoutHeader = "x-request-timeout-ms",
-): FastifyInstance {
-  const app = Fastify({ bodyLimit: maxRequestBytes, logger: false });
+export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, logger: Logger): FastifyInstance {
+  const { maxRequestBytes, requestTimeoutHeader = "x-request-timeout-ms" } = options;
+  const app = Fastify({
+    bodyLimit: maxRequestBytes,
+    logger: false,
+    requestTimeout: options.receiveTimeoutMs,
+    // Node checks these every connectionsCheckingInterval (30 s by default): often enough to keep them. Its
+    // request timeout is not enforced while the headers' (60 s by default) is longer.
+    http: {
+      headersTimeout: options.receiveTimeoutMs,
+      connectionsCheckingInterval: Math.max(100, Math.min(1_000, options.receiveTimeoutMs / 2)),
+    },
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
+      if (err.code === "ECONNRESET" || socket.destroyed) return;
+      const answer = clientErrorAnswer(err.code);
+      ingress.countRejected("http", answer.grpc);
+      const body = JSON.stringify({ error: { code: grpc.status[answer.grpc], message: answer.message } });
+      if (socket.writable) {
+        socket.write(
+          `HTTP/1.1 ${answer.http} ${STATUS_CODES[answer.http]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+            `Content-Type: application/json\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      socket.destroy();
+    },
+  });
 
   const infer = async (body: unknown, service: string | undefined, headers: Record<string, unknown>, reply: FastifyReply) => {
     let request: RoutedInferRequest;

@@ -41,7 +41,11 @@ await runService("broker", brokerConfig, async (ctx) => {
     clients.retain(members.all().map((m) => m.address));
   }, 1000);
 
-  const http = buildHttpIngress(ingress, config.maxRequestBytes, logger);
+  const http = buildHttpIngress(
+    ingress,
+    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs },
+    logger,
+  );
   await http.listen({ host: config.host, port: config.httpPort });
   const httpPort = (http.server.address() as { port: number }).port;
   const member = await serveMember(ctx, {
