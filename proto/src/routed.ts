@@ -90,23 +90,31 @@ function delimited(r: protobuf.Reader): [number, number] {
   return [start, end];
 }
 
+/** Reads a message's fields up to `end`: `take` reads one it knows and says so; any other is skipped. */
+function eachField(r: protobuf.Reader, end: number, take: (field: number, wireType: number) => boolean): void {
+  while (r.pos < end) {
+    const tag = r.tag();
+    const field = tag >>> 3;
+    const wt = tag & 7;
+    if (!take(field, wt)) r.skipType(wt, 0, field);
+  }
+}
+
 /** Never throws: bytes that are not an InferRequest come back with `undecodable` set (INVALID_ARGUMENT, not INTERNAL). */
 export function decodeRoutedInfer(bytes: Uint8Array): RoutedInferRequest {
   const out: RoutedInferRequest = { service: "", requestId: "", deadlineUnixMs: 0, inputs: [] };
   try {
     const r = Reader.create(bytes);
-    while (r.pos < r.len) {
-      const tag = r.tag();
-      const field = tag >>> 3;
-      const wt = tag & 7;
+    eachField(r, r.len, (field, wt) => {
       if (field === 1 && wt === LEN) out.service = r.string();
       else if (field === 2 && wt === LEN) out.requestId = r.string();
       else if (field === 3 && wt === LEN) {
         const [s, e] = delimited(r);
         out.inputs.push(view(bytes, s, e));
       } else if (field === 4 && wt === VARINT) out.deadlineUnixMs = Number(r.int64());
-      else r.skipType(wt, 0, field);
-    }
+      else return false;
+      return true;
+    });
   } catch (err) {
     out.undecodable = `the request is not a valid InferRequest: ${err instanceof Error ? err.message : String(err)}`;
   }
@@ -201,10 +209,7 @@ export function encodeRoutedExecute(req: RoutedExecuteRequest): Buffer {
 export function decodeRoutedExecuteReply(bytes: Uint8Array): RoutedExecuteReply {
   const out: RoutedExecuteReply = { status: 0, report: null, outputs: [], computeMs: 0 };
   const r = Reader.create(bytes);
-  while (r.pos < r.len) {
-    const tag = r.tag();
-    const field = tag >>> 3;
-    const wt = tag & 7;
+  eachField(r, r.len, (field, wt) => {
     if (field === 1 && wt === VARINT) out.status = r.int32();
     else if (field === 2 && wt === LEN) {
       const [s, e] = delimited(r);
@@ -213,8 +218,9 @@ export function decodeRoutedExecuteReply(bytes: Uint8Array): RoutedExecuteReply 
       const [s, e] = delimited(r);
       out.outputs.push(view(bytes, s, e));
     } else if (field === 4 && wt === I64) out.computeMs = r.double();
-    else r.skipType(wt, 0, field);
-  }
+    else return false;
+    return true;
+  });
   return out;
 }
 
@@ -239,17 +245,21 @@ function readDims(r: protobuf.Reader, wt: number, dims: number[]): void {
  */
 export function entryShape(entry: RawEntry): { name: string; shape: TensorShape | null } {
   const r = Reader.create(entry);
+  const { name, value } = readEntry(r, r.len, () => tensorShape(r, entry));
+  return { name, shape: value };
+}
+
+/** A map<string, Tensor> entry's key and value up to `end`; `readValue` reads the Tensor. */
+function readEntry<T>(r: protobuf.Reader, end: number, readValue: () => T): { name: string; value: T | null } {
   let name = "";
-  let shape: TensorShape | null = null;
-  while (r.pos < r.len) {
-    const tag = r.tag();
-    const field = tag >>> 3;
-    const wt = tag & 7;
+  let value: T | null = null;
+  eachField(r, end, (field, wt) => {
     if (field === 1 && wt === LEN) name = r.string();
-    else if (field === 2 && wt === LEN) shape = tensorShape(r, entry);
-    else r.skipType(wt, 0, field);
-  }
-  return { name, shape };
+    else if (field === 2 && wt === LEN) value = readValue();
+    else return false;
+    return true;
+  });
+  return { name, value };
 }
 
 /**
@@ -264,10 +274,7 @@ function readTensor(
   const end = r.size() + r.pos;
   if (end > r.len) throw new RangeError("a tensor runs past the end of its entry");
   const t = { dtype: "", dims: [] as number[] };
-  while (r.pos < end) {
-    const tag = r.tag();
-    const field = tag >>> 3;
-    const wt = tag & 7;
+  eachField(r, end, (field, wt) => {
     if (field === 1 && wt === LEN) t.dtype = r.string();
     else if (field === 2 && (wt === LEN || wt === VARINT)) readDims(r, wt, t.dims);
     else if (field === 3 && wt === LEN) {
@@ -275,8 +282,9 @@ function readTensor(
       if ((e - s) % 4 !== 0) throw new RangeError("packed float data is not a whole number of float32 values");
       values(view(bytes, s, e), 0);
     } else if (field === 3 && wt === I32) values(null, r.float());
-    else r.skipType(wt, 0, field);
-  }
+    else return false;
+    return true;
+  });
   if (r.pos !== end) throw new RangeError("a tensor's fields run past its end");
   return t;
 }
@@ -362,30 +370,21 @@ export function decodeExecuteRequest(bytes: Uint8Array): DecodedExecuteRequest {
   const out: DecodedExecuteRequest = { service: "", requestId: "", frontendId: "", inputs: {}, attempt: 0, holdId: "", deadlineUnixMs: 0 };
   try {
     const r = Reader.create(bytes);
-    while (r.pos < r.len) {
-      const tag = r.tag();
-      const field = tag >>> 3;
-      const wt = tag & 7;
+    eachField(r, r.len, (field, wt) => {
       if (field === 1 && wt === LEN) out.service = r.string();
       else if (field === 2 && wt === LEN) out.requestId = r.string();
       else if (field === 3 && wt === LEN) out.frontendId = r.string();
       else if (field === 4 && wt === LEN) {
         const end = r.size() + r.pos;
         if (end > r.len) throw new RangeError("an input runs past the end of the message");
-        let name = "";
-        let tensor: DecodedTensor | null = null;
-        while (r.pos < end) {
-          const t = r.tag();
-          if (t >>> 3 === 1 && (t & 7) === LEN) name = r.string();
-          else if (t >>> 3 === 2 && (t & 7) === LEN) tensor = decodeTensor(r, bytes);
-          else r.skipType(t & 7, 0, t >>> 3);
-        }
-        out.inputs[name] = tensor;
+        const { name, value } = readEntry(r, end, () => decodeTensor(r, bytes));
+        out.inputs[name] = value;
       } else if (field === 5 && wt === VARINT) out.attempt = r.uint32();
       else if (field === 6 && wt === LEN) out.holdId = r.string();
       else if (field === 7 && wt === VARINT) out.deadlineUnixMs = Number(r.int64());
-      else r.skipType(wt, 0, field);
-    }
+      else return false;
+      return true;
+    });
   } catch (err) {
     out.undecodable = `the request is not a valid ExecuteRequest: ${err instanceof Error ? err.message : String(err)}`;
   }
