@@ -10,6 +10,10 @@ export const brokerConfig = z.object({
   ejectMs: field.ms(2_000).describe("how long a frontend that failed a call stays out of the rotation"),
   answerReserveMs: field.ms(10).describe("time kept before a request's deadline for the frontend's answer to travel back"),
   maxFailovers: field.int(3, 0, 16).describe("other frontends tried when one cannot be reached"),
+  clientRateLimit: field
+    .number(0, 0)
+    .describe("requests a second one client (its peer address) may send; beyond it RESOURCE_EXHAUSTED / 429 (0 = no limit)"),
+  clientBurst: field.int(0, 0).describe("requests one client may send at once above its rate (0 = one second's worth)"),
 });
 
 export type BrokerConfig = z.infer<typeof brokerConfig>;

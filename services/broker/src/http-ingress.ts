@@ -81,7 +81,13 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     },
   });
 
-  const infer = async (body: unknown, service: string | undefined, headers: Record<string, unknown>, reply: FastifyReply) => {
+  const infer = async (
+    body: unknown,
+    service: string | undefined,
+    headers: Record<string, unknown>,
+    client: string,
+    reply: FastifyReply,
+  ) => {
     let request: RoutedInferRequest;
     try {
       request = parseInferBody(body, service);
@@ -92,7 +98,7 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     const timeout = Number(headers[requestTimeoutHeader]);
     const grpcDeadline = Number.isFinite(timeout) && timeout > 0 ? Date.now() + timeout : undefined;
     try {
-      const response = await ingress.handle("http", request, grpcDeadline);
+      const response = await ingress.handle("http", request, grpcDeadline, client);
       return reply.code(200).send(
         inference.InferResponse.toObject(inference.InferResponse.decode(response), {
           longs: Number,
@@ -104,9 +110,9 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     }
   };
 
-  app.post("/v1/infer", (req, reply) => infer(req.body, undefined, req.headers, reply));
+  app.post("/v1/infer", (req, reply) => infer(req.body, undefined, req.headers, req.ip, reply));
   app.post<{ Params: { service: string } }>("/v1/services/:service/infer", (req, reply) =>
-    infer(req.body, req.params.service, req.headers, reply),
+    infer(req.body, req.params.service, req.headers, req.ip, reply),
   );
   app.get("/healthz", (_req, reply) => reply.code(200).send({ status: "ok" }));
 

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { deadlineMs, effectiveDeadline, routedRequestProblem } from "@infergrid/dataplane";
+import { type ClientRateLimiter, deadlineMs, effectiveDeadline, routedRequestProblem, unavailableMetadata } from "@infergrid/dataplane";
 import type { RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, statusOf } from "@infergrid/runtime";
 import { Counter, Histogram, type Registry } from "prom-client";
@@ -19,6 +19,8 @@ export class Ingress {
     private readonly forwarder: Forwarder,
     private readonly requestTimeoutMs: number,
     registry: Registry,
+    /** Per-client limit, checked before anything else; undefined: none. */
+    private readonly limiter?: ClientRateLimiter,
   ) {
     this.requests = new Counter({
       name: "infergrid_broker_requests_total",
@@ -40,9 +42,23 @@ export class Ingress {
     this.requests.inc({ protocol, code: grpc.status[code] });
   }
 
-  async handle(protocol: Protocol, request: RoutedInferRequest, grpcDeadline: Date | number | undefined): Promise<Uint8Array> {
+  /** `client`: who sent it (its peer address until clients authenticate), for the per-client limit. */
+  async handle(
+    protocol: Protocol,
+    request: RoutedInferRequest,
+    grpcDeadline: Date | number | undefined,
+    client: string,
+  ): Promise<Uint8Array> {
     const started = Date.now();
     try {
+      const allowed = this.limiter?.take(client, started);
+      if (allowed && !allowed.ok) {
+        throw new GrpcStatusError(
+          grpc.status.RESOURCE_EXHAUSTED,
+          `client ${client} is over its request rate; retry after ${allowed.retryAfterMs} ms`,
+          unavailableMetadata("broker", allowed.retryAfterMs),
+        );
+      }
       const checked = routedRequestProblem(request);
       if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
       const deadline = effectiveDeadline(started, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.requestTimeoutMs);

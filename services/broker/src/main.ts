@@ -1,4 +1,5 @@
 import { MembershipTable, serveMember } from "@infergrid/control-plane";
+import { ClientRateLimiter, peerAddress } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
@@ -31,7 +32,14 @@ await runService("broker", brokerConfig, async (ctx) => {
     },
     logger,
   );
-  const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics);
+  const limiter =
+    config.clientRateLimit > 0
+      ? new ClientRateLimiter({
+          ratePerSec: config.clientRateLimit,
+          burst: config.clientBurst > 0 ? config.clientBurst : Math.max(1, Math.ceil(config.clientRateLimit)),
+        })
+      : undefined;
+  const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter);
 
   const housekeeping = setInterval(() => {
     const now = Date.now();
@@ -53,7 +61,7 @@ await runService("broker", brokerConfig, async (ctx) => {
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
       server.addService(RoutedInferenceDefinition, {
-        Infer: unaryHandler(logger, (req, call) => ingress.handle("grpc", req, call.getDeadline())),
+        Infer: unaryHandler(logger, (req, call) => ingress.handle("grpc", req, call.getDeadline(), peerAddress(call.getPeer()))),
       }),
   });
 
