@@ -4,7 +4,7 @@
  * as a process, registers demo services, replays a workload through the broker, shows progress,
  * and ends with a per-service summary; Ctrl-C stops it all and still prints the summary.
  */
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { seededRandom } from "@infergrid/core";
@@ -399,8 +399,9 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
 
 /** The JetStream store only matters while the cluster runs; the logs stay. */
 function removeNatsFiles(runDir: string): void {
-  rmSync(join(runDir, "nats-store"), { recursive: true, force: true });
-  rmSync(join(runDir, "nats-ports"), { recursive: true, force: true });
+  for (const name of readdirSync(runDir)) {
+    if (/^nats-(store|ports)/.test(name)) rmSync(join(runDir, name), { recursive: true, force: true });
+  }
 }
 
 /** The heterogeneous mode's setting in the JSON summary, with the backends the allocator's pools started. */

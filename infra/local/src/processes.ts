@@ -175,13 +175,23 @@ export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: num
  * nats-server with JetStream on a free loopback port (read back from its ports file), its store
  * in the run directory, in its own process group like the services (see above).
  */
-export async function startLoggedNats(bin: string, runDir: string): Promise<ChildHandle & { url: string }> {
-  const portsDir = join(runDir, "nats-ports");
+async function launchLoggedNats(bin: string, runDir: string, attempt: number): Promise<ChildHandle & { url: string }> {
+  const portsDir = join(runDir, `nats-ports-${attempt}`);
   mkdirSync(portsDir, { recursive: true });
   const { child, logPath, exited } = spawnLogged({
     name: "nats-server",
     command: bin,
-    args: ["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", portsDir, "-js", "-sd", join(runDir, "nats-store")],
+    args: [
+      "-a",
+      "127.0.0.1",
+      "-p",
+      "-1",
+      "--ports_file_dir",
+      portsDir,
+      "-js",
+      "-sd",
+      join(runDir, attempt === 1 ? "nats-store" : `nats-store-${attempt}`),
+    ],
     env: {},
     logDir: runDir,
   });
@@ -211,6 +221,22 @@ export async function startLoggedNats(bin: string, runDir: string): Promise<Chil
     killGroup(child, "SIGKILL");
     await exited;
     throw err;
+  }
+}
+
+/**
+ * nats-server as above; a server that wrote its ports file yet refused connections has been seen on a loaded
+ * machine (cause unknown), so another process on another port is tried before giving up.
+ */
+export async function startLoggedNats(bin: string, runDir: string): Promise<ChildHandle & { url: string }> {
+  const problems: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launchLoggedNats(bin, runDir, attempt);
+    } catch (err) {
+      problems.push(err instanceof Error ? err.message : String(err));
+      if (attempt >= 3) throw new Error(`nats-server did not come up in 3 tries:\n${problems.join("\n---\n")}`);
+    }
   }
 }
 

@@ -74,11 +74,13 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   let child: ChildProcess | undefined;
   let stderr = "";
   let port = -1;
+  /** The JetStream store: a restart keeps it; a fresh start after a failed one gets its own. */
+  let store = "store";
 
   const launch = async (wantPort: number) => {
     const portsDir = mkdtempSync(join(dir, "ports-"));
     const args = ["-a", "127.0.0.1", "-p", String(wantPort), "--ports_file_dir", portsDir];
-    if (options.jetstream !== false) args.push("-js", "-sd", join(dir, "store"));
+    if (options.jetstream !== false) args.push("-js", "-sd", join(dir, store));
     args.push(...(options.args ?? []));
     const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
     child = proc;
@@ -93,7 +95,10 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
         const info = JSON.parse(readFileSync(join(portsDir, file), "utf8")) as { nats: string[] };
         const url = info.nats[0] ?? "";
         port = Number(url.slice(url.lastIndexOf(":") + 1));
-        if (!(await waitForPort(port, 5_000))) throw new Error(`nats-server did not listen on ${port} within 5 s:\n${stderr}`);
+        let why = "";
+        if (!(await waitForPort(port, 5_000, (e) => (why = e)))) {
+          throw new Error(`nats-server did not accept connections on ${port} within 5 s (${why}):\n${stderr.slice(-600)}`);
+        }
         return;
       }
       await sleep(25);
@@ -111,7 +116,20 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     await exited;
   };
 
-  await launch(-1);
+  // A server that wrote its ports file yet refused connections has been seen on a loaded machine (cause unknown):
+  // another process on another port is tried before giving up, and every reason is kept.
+  const problems: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    store = attempt === 1 ? "store" : `store-${attempt}`;
+    try {
+      await launch(-1);
+      break;
+    } catch (err) {
+      problems.push(err instanceof Error ? err.message : String(err));
+      await terminate("SIGKILL");
+      if (attempt >= 3) throw new Error(`nats-server did not come up in 3 tries:\n${problems.join("\n---\n")}`);
+    }
+  }
   const handle: NatsServerHandle = {
     get url() {
       return `nats://127.0.0.1:${port}`;
