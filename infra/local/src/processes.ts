@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { waitForPort } from "@infergrid/testkit";
+import { launchNatsWithRetries, waitForPort } from "@infergrid/testkit";
 
 /**
  * Child processes of the local cluster. Unlike the test launchers, each child writes its log
@@ -224,20 +224,9 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number): P
   }
 }
 
-/**
- * nats-server as above; a server that wrote its ports file yet refused connections has been seen on a loaded
- * machine (cause unknown), so another process on another port is tried before giving up.
- */
-export async function startLoggedNats(bin: string, runDir: string): Promise<ChildHandle & { url: string }> {
-  const problems: string[] = [];
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await launchLoggedNats(bin, runDir, attempt);
-    } catch (err) {
-      problems.push(err instanceof Error ? err.message : String(err));
-      if (attempt >= 3) throw new Error(`nats-server did not come up in 3 tries:\n${problems.join("\n---\n")}`);
-    }
-  }
+/** nats-server as above, tried again on another port if it does not come up (`launchNatsWithRetries`). */
+export function startLoggedNats(bin: string, runDir: string): Promise<ChildHandle & { url: string }> {
+  return launchNatsWithRetries((attempt) => launchLoggedNats(bin, runDir, attempt));
 }
 
 /** Sends `signal` to every child still running (Ctrl-C while the cluster is starting). */

@@ -1,7 +1,7 @@
 import { decodeRoutedInfer, inference } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
 import { effectiveDeadline } from "./deadline.js";
-import { inferRequestProblem, routedRequestProblem, tensorProblem } from "./validate.js";
+import { inputsProblem, routedRequestProblem, tensorProblem } from "./validate.js";
 
 const routed = (req: inference.InferRequest.$Properties) =>
   routedRequestProblem(decodeRoutedInfer(inference.InferRequest.encode(req).finish()));
@@ -9,7 +9,7 @@ const routed = (req: inference.InferRequest.$Properties) =>
 describe("request validation", () => {
   it("accepts a well-formed tensor and an empty input map", () => {
     expect(tensorProblem("x", { dims: [2, 3], data: [1, 2, 3, 4, 5, 6] })).toBeUndefined();
-    expect(inferRequestProblem({ service: "resnet", inputs: {} })).toBeUndefined();
+    expect(routed({ service: "resnet", inputs: {} })).toEqual({ shapes: new Map() });
   });
 
   it("names what is wrong", () => {
@@ -17,27 +17,30 @@ describe("request validation", () => {
     expect(tensorProblem("x", { dims: [-1], data: [] })).toContain("non-negative integers");
     expect(tensorProblem("x", { dims: [1], data: [Number.NaN] })).toContain("value 0 is not a finite number");
     expect(tensorProblem("x", { dtype: "int8", dims: [], data: [] })).toContain("float32 only");
-    expect(inferRequestProblem({ service: "" })).toBe("service is required");
-    expect(inferRequestProblem({ service: "Bad Name" })).toContain("not a valid service name");
-    expect(inferRequestProblem({ service: "a", deadlineUnixMs: -5 })).toContain("deadline_unix_ms");
+    expect(routed({ service: "" })).toEqual({ problem: "service is required" });
+    expect(routed({ service: "Bad Name" })).toEqual({ problem: expect.stringContaining("not a valid service name") });
+    expect(routed({ service: "a", deadlineUnixMs: -5 })).toEqual({ problem: expect.stringContaining("deadline_unix_ms") });
   });
 });
 
 describe("a routed request's check (broker and frontend: the form, not the values)", () => {
   it("gives the decoded check's messages for header and form, and the shapes when all is well", () => {
-    const cases: inference.InferRequest.$Properties[] = [
-      { service: "" },
-      { service: "Bad Name" },
-      { service: "a", requestId: "r".repeat(129) },
-      { service: "a", inputs: { x: { dims: [2, 3], data: [1, 2] } } },
-      { service: "a", inputs: { x: { dims: [-1], data: [] } } },
-      { service: "a", inputs: { x: { dtype: "int8", dims: [], data: [] } } },
-      { service: "a", inputs: { x: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], data: [1] } } },
-      { service: "a", inputs: { ["n".repeat(129)]: { dims: [1], data: [1] } } },
-      { service: "a", inputs: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])) },
+    const cases: Array<[inference.InferRequest.$Properties, string]> = [
+      [{ service: "" }, "service is required"],
+      [{ service: "a", requestId: "r".repeat(129) }, "request_id is longer than 128 characters"],
+      [{ service: "a", inputs: { x: { dims: [2, 3], data: [1, 2] } } }, 'input "x": dims [2,3] need 6 values, got 2'],
+      [{ service: "a", inputs: { x: { dims: [-1], data: [] } } }, 'input "x": dims must be non-negative integers, got [-1]'],
+      [{ service: "a", inputs: { x: { dtype: "int8", dims: [], data: [] } } }, 'input "x": dtype "int8" is not supported (float32 only)'],
+      [{ service: "a", inputs: { x: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], data: [1] } } }, 'input "x": 9 dims, at most 8'],
+      [{ service: "a", inputs: { ["n".repeat(129)]: { dims: [1], data: [1] } } }, "input names must be 1 to 128 characters"],
+      [
+        { service: "a", inputs: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])) },
+        "65 inputs, at most 64",
+      ],
     ];
-    for (const c of cases) expect(routed(c)).toEqual({ problem: inferRequestProblem(c) });
-    expect(inferRequestProblem(cases.at(-1) ?? {})).toBe("65 inputs, at most 64");
+    for (const [c, problem] of cases) expect(routed(c)).toEqual({ problem });
+    // The backend's whole check on decoded tensors says the same of the form.
+    for (const [c, problem] of cases.slice(2)) expect(inputsProblem(c.inputs)).toBe(problem);
     const ok = routed({ service: "a", inputs: { x: { dims: [2, 2], data: [1, 2, 3, 4] } } });
     expect(ok).toEqual({ shapes: new Map([["x", { dtype: "", dims: [2, 2], values: 4 }]]) });
   });

@@ -1,5 +1,5 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
-import { type inference, inputShapes, type RoutedInferRequest, type TensorShape } from "@infergrid/proto";
+import { inputShapes, type RoutedInferRequest, type TensorShape } from "@infergrid/proto";
 
 const MAX_DIMS = 8;
 /**
@@ -72,11 +72,6 @@ function headerProblem(service: string, requestId: string, deadlineUnixMs: numbe
   if (requestId.length > 128) return "request_id is longer than 128 characters";
   if (!Number.isFinite(deadlineUnixMs) || deadlineUnixMs < 0) return "deadline_unix_ms must be a non-negative Unix time in milliseconds";
   return undefined;
-}
-
-/** A decoded request, checked whole (the backend's view, and clients that build requests as objects). */
-export function inferRequestProblem(req: inference.InferRequest.$Properties): string | undefined {
-  return headerProblem(req.service ?? "", req.requestId ?? "", Number(req.deadlineUnixMs ?? 0)) ?? inputsProblem(req.inputs);
 }
 
 /**

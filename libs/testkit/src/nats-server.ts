@@ -54,6 +54,23 @@ export async function waitForPort(port: number, timeoutMs: number, lastError?: (
   return false;
 }
 
+/**
+ * Starts nats-server by `launch` (given the try's number, 1 first), up to `tries` times. A server that wrote its
+ * ports file yet refused connections has been seen on a loaded machine (cause unknown): another process on
+ * another port is tried before giving up, and every reason is kept. `launch` cleans up after its own failure.
+ */
+export async function launchNatsWithRetries<T>(launch: (attempt: number) => Promise<T>, tries = 3): Promise<T> {
+  const problems: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launch(attempt);
+    } catch (err) {
+      problems.push(err instanceof Error ? err.message : String(err));
+      if (attempt >= tries) throw new Error(`nats-server did not come up in ${tries} tries:\n${problems.join("\n---\n")}`);
+    }
+  }
+}
+
 export interface NatsServerOptions {
   jetstream?: boolean;
   /**
@@ -116,20 +133,15 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     await exited;
   };
 
-  // A server that wrote its ports file yet refused connections has been seen on a loaded machine (cause unknown):
-  // another process on another port is tried before giving up, and every reason is kept.
-  const problems: string[] = [];
-  for (let attempt = 1; ; attempt++) {
+  await launchNatsWithRetries(async (attempt) => {
     store = attempt === 1 ? "store" : `store-${attempt}`;
     try {
       await launch(-1);
-      break;
     } catch (err) {
-      problems.push(err instanceof Error ? err.message : String(err));
       await terminate("SIGKILL");
-      if (attempt >= 3) throw new Error(`nats-server did not come up in 3 tries:\n${problems.join("\n---\n")}`);
+      throw err;
     }
-  }
+  });
   const handle: NatsServerHandle = {
     get url() {
       return `nats://127.0.0.1:${port}`;
