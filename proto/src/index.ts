@@ -12,6 +12,7 @@ export import inference = infergrid.inference.v1;
 export import backend = infergrid.backend.v1;
 export import control = infergrid.control.v1;
 export import admin = infergrid.admin.v1;
+export import consoleView = infergrid.console.v1;
 
 /** The static half of a generated message class: all that encoding and decoding need. */
 export interface MessageType<T, P = unknown> {

@@ -51,19 +51,23 @@ export interface ClusterShape {
   idleTimeoutMs: number;
   logLevel: string;
   runDir: string;
+  /** Port of the live web console (0: any free port). */
+  consolePort: number;
 }
 
 export interface Cluster {
   natsUrl: string;
   allocator: ChildHandle;
   broker: ChildHandle;
+  /** The live web console (its ready line's httpAddress). */
+  console: ChildHandle;
   /** Every process, in start order (nats-server first). */
   all(): ChildHandle[];
   /** Stops the services front to back (broker, frontends, backends, control plane), then nats-server. */
   stop(timeoutMs: number): Promise<void>;
 }
 
-const SERVICES: ServiceName[] = ["global-allocator", "predictor", "backend-worker", "frontend", "broker"];
+const SERVICES: ServiceName[] = ["global-allocator", "predictor", "backend-worker", "frontend", "broker", "console"];
 
 /** The compiled services this needs, with a hint when one is missing. */
 export function missingServices(): string[] {
@@ -74,7 +78,7 @@ export function missingServices(): string[] {
 export function serviceEnv(
   shape: ClusterShape,
   natsUrl: string,
-  role: "allocator" | "predictor" | "backend" | "frontend" | "broker",
+  role: "allocator" | "predictor" | "backend" | "frontend" | "broker" | "console",
   id: string,
 ): Record<string, string> {
   const common = {
@@ -123,6 +127,8 @@ export function serviceEnv(
       };
     case "broker":
       return { ...common, INFERGRID_FRONTEND_TTL_MS: String(DEMO_TIMING.brokerFrontendTtlMs) };
+    case "console":
+      return { ...common, INFERGRID_HTTP_PORT: String(shape.consolePort), INFERGRID_STALE_MS: String(3.5 * DEMO_TIMING.heartbeatMs) };
   }
 }
 
@@ -187,12 +193,13 @@ export async function startCluster(
   };
   try {
     progress(`nats-server at ${nats.url}`);
-    const [allocator] = await allStarted([
+    const [allocator, , web] = await allStarted([
       start("global-allocator", "global-allocator", serviceEnv(shape, nats.url, "allocator", "allocator")),
       start("predictor", "predictor", serviceEnv(shape, nats.url, "predictor", "predictor")),
+      start("console", "console", serviceEnv(shape, nats.url, "console", "console")),
     ]);
-    if (!allocator) throw new Error("global-allocator did not start");
-    progress(`global-allocator at ${allocator.ready.grpcAddress}, predictor`);
+    if (!allocator || !web) throw new Error("global-allocator or console did not start");
+    progress(`global-allocator at ${allocator.ready.grpcAddress}, predictor, console at http://${web.ready.httpAddress}/`);
     const backendIds = Array.from({ length: shape.backends }, (_, i) => `backend-${pad(i)}`);
     const frontendIds = Array.from({ length: shape.frontends }, (_, i) => `frontend-${i}`);
     const rest = await allStarted([
@@ -214,6 +221,7 @@ export async function startCluster(
       natsUrl: nats.url,
       allocator,
       broker,
+      console: web,
       all: () => [...started],
       stop: async (timeoutMs) => {
         const role = (c: ChildHandle) =>

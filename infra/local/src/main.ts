@@ -181,6 +181,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
         idleTimeoutMs: options.idleTimeoutMs,
         logLevel: options.logLevel,
         runDir,
+        consolePort: options.consolePort,
       },
       (msg) => say(`  started ${msg}`),
       () => interrupts.interrupted,
@@ -212,6 +213,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       new Map(plan.services.map((s) => [s.name, inputsByKind[s.input]])),
       options.deadlineMs,
     );
+    say(`console: http://${cluster.console.ready.httpAddress}/ (live; open it in a browser)`);
     say(`registered ${plan.services.length} services; waiting until each answers through the broker ...`);
     const client = broker;
     const serving = await Promise.all(plan.services.map((s) => client.waitServing(s.name, 60_000, () => interrupts.interrupted)));
@@ -442,6 +444,7 @@ function shapeOf(options: Options) {
     idleTimeoutMs: options.idleTimeoutMs,
     logLevel: options.logLevel,
     runDir: "",
+    consolePort: 0,
   };
 }
 

@@ -28,6 +28,8 @@ export interface Options {
   maxInFlight: number;
   logLevel: string;
   runtimeDir: string | undefined;
+  /** Port of the live web console (0: any free port). */
+  consolePort: number;
   /** Heterogeneous mode: the Kairos model served (its scenario file gives QoS and prices), or undefined. */
   kairos: string | undefined;
   /** With --kairos: backends per instance type, in the order given. */
@@ -197,6 +199,7 @@ export function buildProgram(): Command {
     )
     .addOption(new Option("--log-level <level>", "services' log level (their logs go to files)").choices(LOG_LEVELS).default("warn"))
     .option("--runtime-dir <dir>", "where each run's directory of logs is made (default: .runtime/ in the repository)")
+    .option("--console-port <port>", "port of the live web console (0: any free port)", int(0, "a port number"), 8090)
     .option(
       "--kairos <model>",
       `heterogeneous mode: one emulated service of this Kairos model (its QoS and prices from scenarios/kairos-<model>.yaml, its per-type latency from --profiles) on backends of the --types instance types, started by the allocator's typed pools; constant load (--peak-rps, default ${KAIROS_DEFAULT_RPS} req/s, --duration default ${KAIROS_DEFAULT_DURATION_S} s) of queries whose batch sizes follow Kairos's production mix`,
@@ -258,6 +261,7 @@ interface RawOptions {
   maxInFlight: number;
   logLevel: string;
   runtimeDir?: string;
+  consolePort: number;
   kairos?: string;
   types?: InstanceCount[];
   profiles?: string;
@@ -345,6 +349,7 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     maxInFlight: raw.maxInFlight,
     logLevel: raw.logLevel,
     runtimeDir: raw.runtimeDir,
+    consolePort: raw.consolePort,
     kairos: raw.kairos,
     types: raw.types,
     profiles: raw.profiles,

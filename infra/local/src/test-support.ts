@@ -23,17 +23,31 @@ export interface CliRun<S> {
 const running = new Set<ChildProcess>();
 
 /** Runs the CLI with `args` (plus --summary-json and --runtime-dir inside `dir`); rejects if it wrote no summary. */
-export function runCli<S>(dir: string, args: string[], opts: { interruptAfterLoadMs?: number } = {}): Promise<CliRun<S>> {
+export function runCli<S>(
+  dir: string,
+  args: string[],
+  opts: { interruptAfterLoadMs?: number; onLine?: (line: string, pid: number) => void } = {},
+): Promise<CliRun<S>> {
   const summaryPath = join(dir, `summary-${Date.now()}.json`);
-  const child: ChildProcess = spawn(process.execPath, [cli, ...args, "--summary-json", summaryPath, "--runtime-dir", join(dir, "runs")], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [cli, ...args, "--summary-json", summaryPath, "--runtime-dir", join(dir, "runs"), "--console-port", "0"],
+    {
+      cwd: repoRoot,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   running.add(child);
   let stdout = "";
   let stderr = "";
+  let partial = "";
   child.stdout?.on("data", (d: Buffer) => {
     stdout += d.toString();
+    if (opts.onLine) {
+      const lines = (partial + d.toString()).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) opts.onLine(line, child.pid ?? 0);
+    }
     if (opts.interruptAfterLoadMs !== undefined && stdout.includes("load running\n")) {
       const wait = opts.interruptAfterLoadMs;
       opts.interruptAfterLoadMs = undefined;

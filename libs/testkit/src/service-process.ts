@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 /** The repository root, from this file (src/ or dist/ of libs/testkit). */
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
-export type ServiceName = "broker" | "frontend" | "backend-worker" | "predictor" | "global-allocator";
+export type ServiceName = "broker" | "frontend" | "backend-worker" | "predictor" | "global-allocator" | "console";
 
 export function serviceEntry(name: ServiceName): string {
   return join(repoRoot, "services", name, "dist", "main.js");

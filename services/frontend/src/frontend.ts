@@ -162,6 +162,7 @@ export class Frontend {
   publishLoad(now: number): void {
     for (const [name, s] of this.services) {
       const w = s.window;
+      const c = s.sla.compliance();
       publishMessage(this.deps.nc, subjects.load(name), control.LoadReport, {
         frontendId: this.deps.id,
         service: name,
@@ -178,9 +179,10 @@ export class Frontend {
         globalRateEstimate: s.globalRate,
         serviceTimeMeanMs: w.meanComputeMs(),
         batches: w.batches,
+        slaWindows: c.windows,
+        slaCompliantWindows: c.compliant,
       });
       s.window = new LoadWindow(now, this.random);
-      const c = s.sla.compliance();
       if (c.windows > 0) this.slaGauge.set({ service: name }, c.frequency);
     }
   }

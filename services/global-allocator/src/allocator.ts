@@ -43,7 +43,9 @@ export interface AllocatorOptions {
   objective: string;
   policy: AllocationPolicy;
   /** What the slow loop planned for a service, published with the plan. */
-  describe?: (service: string) => { predictedRatePerS: number; share?: number } | undefined;
+  describe?: (service: string) => { predictedRatePerS: number; share?: number; utility?: number } | undefined;
+  /** The slow loop's last predictive solve, published with the plan. */
+  lastSolve?: () => { objective: number; upperBound: number; solveMs: number; at: number } | undefined;
   /** The query sizes the frontends reported for a service (Kairos's bound is computed on them once there are enough). */
   batchesOf?: (service: string) => readonly number[];
   /**
@@ -759,6 +761,7 @@ export class Allocator {
     this.planned = true;
 
     this.planSeq += 1;
+    const solve = this.options.lastSolve?.();
     this.actuator.plan({
       issuedAtUnixMs: now,
       seq: this.planSeq,
@@ -767,11 +770,15 @@ export class Allocator {
         maxBackends: this.services.get(n)?.entry.backends.length ?? 0,
         minWarm: this.services.get(n)?.entry.minWarm ?? 0,
         predictedRatePerS: this.options.describe?.(n)?.predictedRatePerS ?? 0,
-        utility: 0,
+        utility: this.options.describe?.(n)?.utility ?? 0,
+        share: this.options.describe?.(n)?.share ?? 0,
       })),
       poolSize: this.pool.live(now).length,
       freeBackends: decision.free.length,
       objective: this.options.objective,
+      ...(solve
+        ? { objectiveValue: solve.objective, objectiveUpperBound: solve.upperBound, solveMs: solve.solveMs, solvedAtUnixMs: solve.at }
+        : {}),
     });
   }
 

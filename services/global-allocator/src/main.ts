@@ -103,7 +103,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     batchesOf: (n: string) => signals.batches(n),
     objective: planner ? `faro/${config.objective}` : "static",
     policy: planner?.policy ?? planStaticAllocation,
-    ...(planner ? { describe: (n: string) => planner.describe(n) } : {}),
+    ...(planner ? { describe: (n: string) => planner.describe(n), lastSolve: () => planner.lastSolve } : {}),
     listTarget: (n: string) => themis.target(n),
     ...(jobStore
       ? {

@@ -39,6 +39,17 @@ export function plannedSpec(spec: control.ServiceSpec.$Properties): PlannedSpec 
   };
 }
 
+/** The last predictive solve, as the published plan reports it. */
+export interface LastSolve {
+  objective: number;
+  upperBound: number;
+  /** The slow loop's tick that solved, wall-clock ms. */
+  solveMs: number;
+  at: number;
+  /** Planned utility per service. */
+  utilities: ReadonlyMap<string, number>;
+}
+
 /** Forecast step assumed before any forecast arrives (Faro's one-minute bins). */
 const DEFAULT_STEP_MS = 60_000;
 
@@ -54,6 +65,7 @@ export class SharePlanner {
   private stepMs = DEFAULT_STEP_MS;
   private lastTick = Number.NEGATIVE_INFINITY;
   private lastError = "";
+  private solved: LastSolve | undefined;
 
   constructor(
     private readonly signals: SignalBook,
@@ -75,12 +87,14 @@ export class SharePlanner {
       this.stepMs = stepMs;
       this.controller = new ShareController({ ...this.options, stepMs });
     }
+    const started = performance.now();
     const outcome = this.controller.tick(
       now,
       inputs.map((i) => i.service),
       inputs.map((i) => i.signal),
       capacity,
     );
+    const tickMs = performance.now() - started;
     if (!outcome.ok) {
       // Say, the services' minimums exceed the capacity: the static split takes over until they fit.
       if (outcome.error !== this.lastError) this.logger.warn({ err: outcome.error }, "slow loop cannot plan; the static split applies");
@@ -89,6 +103,17 @@ export class SharePlanner {
     }
     this.lastError = "";
     const d = outcome.decision;
+    if (d.kind === "solve" && d.allocation) {
+      const names = [...outcome.shares.keys()];
+      const a = d.allocation;
+      this.solved = {
+        objective: a.objective,
+        upperBound: a.upperBound,
+        solveMs: tickMs,
+        at: now,
+        utilities: new Map(names.map((n, j) => [n, a.utilities[j] ?? 0])),
+      };
+    }
     if (d.kind !== "hold") {
       const names = [...outcome.shares.keys()];
       this.logger.info(
@@ -107,9 +132,14 @@ export class SharePlanner {
   readonly policy: AllocationPolicy = (input) => shareAllocationPolicy(this.controller.shares)(input);
 
   /** What the plan says of a service, for the published AllocationPlan. */
-  describe(name: string): { predictedRatePerS: number; share: number } | undefined {
+  describe(name: string): { predictedRatePerS: number; share: number; utility: number } | undefined {
     const p = this.controller.shares.get(name);
-    return p && { predictedRatePerS: p.plannedRatePerS, share: p.share };
+    return p && { predictedRatePerS: p.plannedRatePerS, share: p.share, utility: this.solved?.utilities.get(name) ?? 0 };
+  }
+
+  /** The last predictive solve (undefined before one). */
+  get lastSolve(): LastSolve | undefined {
+    return this.solved;
   }
 
   private inputOf(spec: PlannedSpec, now: number, since: number): { service: ShareService; signal: ShareSignal; stepMs: number } {

@@ -1,0 +1,2 @@
+export * from "./cluster-view.js";
+export * from "./update-json.js";
