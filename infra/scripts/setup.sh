@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every set-up step for a fresh Debian machine that has only Node and npm: pnpm, the workspace's
-# dependencies, a real nats-server, and the build. Safe to run again: each step is skipped when done.
+# dependencies, a real nats-server, Chromium for the console's browser test, and the build. Safe to run again: each step is skipped when done.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,6 +29,14 @@ if ! command -v openssl >/dev/null 2>&1; then
   log "installing openssl (Debian package)"
   as_root apt-get update -qq >/dev/null
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+fi
+
+if ! command -v chromium >/dev/null 2>&1 && [ -z "${CHROMIUM_BIN:-}" ]; then
+  # The console's end-to-end test opens it in headless Chromium (Debian's package, driven by playwright-core;
+  # nothing is downloaded from elsewhere).
+  log "installing chromium (Debian package)"
+  as_root apt-get update -qq >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 stamp=node_modules/.infergrid-install-stamp
