@@ -1,7 +1,9 @@
+import { GLOSSARY_SOURCE, glossaryTerm, type TermId } from "@infergrid/core";
 import Table from "cli-table3";
 import type { ServiceTotals } from "./stats.js";
 import type { SizeRow, TypedSummary } from "./typed-stats.js";
 
+/** One service's row; its fields (the --summary-json keys) are those @infergrid/core's GLOSSARY names under each term's `local.json`. */
 export interface ServiceSummary {
   service: string;
   sloMs: number;
@@ -123,23 +125,48 @@ export function plainTable(head: string[]): Table.Table {
   return new Table({ head, style: { head: [], border: [], compact: true }, wordWrap: true });
 }
 
+/** A column of the summary table: its header, one of the glossary term's local labels, and the term (none for names). */
+export interface SummaryColumn {
+  text: string;
+  term?: TermId;
+}
+
+/** The summary table's columns; core-s only when some service's backends have sizes (--themis). */
+export function summaryColumns(sized: boolean): SummaryColumn[] {
+  return [
+    { text: "service" },
+    { text: "sent", term: "requests" },
+    { text: "answered", term: "answered" },
+    { text: "failed", term: "failed" },
+    { text: "lost", term: "lost" },
+    { text: "p50 ms", term: "latency" },
+    { text: "p99 ms", term: "latency" },
+    { text: "SLO", term: "slo" },
+    { text: "within SLO", term: "attainment" },
+    { text: "SLA compliance", term: "sla-compliance" },
+    { text: "backend-s", term: "backend-seconds" },
+    ...(sized ? [{ text: "core-s", term: "core-seconds" } as const] : []),
+    { text: "peak n", term: "peak-n" },
+  ];
+}
+
+/**
+ * The summary's last line: the glossary terms it shows, each with its column headers where they differ from the
+ * term's name, and where the terms are defined (the same module the simulator's report prints under Terms).
+ */
+export function termsLegend(shown: readonly TermId[], headers: readonly SummaryColumn[] = []): string {
+  const names = [...new Set(shown)].map((id) => {
+    const t = glossaryTerm(id);
+    const other = headers.filter((c) => c.term === id && c.text !== t.term).map((c) => c.text);
+    return other.length === 0 ? t.term : `${t.term} (${other.join(", ")})`;
+  });
+  return `terms: ${names.join(", ")}; defined in ${GLOSSARY_SOURCE} (npm run sim's report.html lists them under Terms)`;
+}
+
 export function renderSummary(summary: Summary): string {
   const sized = summary.services.some((s) => s.coreSeconds !== undefined);
-  const table = plainTable([
-    "service",
-    "sent",
-    "answered",
-    "failed",
-    "lost",
-    "p50 ms",
-    "p99 ms",
-    "SLO",
-    "within SLO",
-    "SLA compliance",
-    "backend-s",
-    ...(sized ? ["core-s"] : []),
-    "peak n",
-  ]);
+  const columns = summaryColumns(sized);
+  const table = plainTable(columns.map((c) => c.text));
   for (const s of summary.services) {
     table.push([
       s.service,
@@ -181,7 +208,9 @@ export function renderSummary(summary: Summary): string {
     notes.push(`requests went out up to ${summary.maxSendLagMs.toFixed(0)} ms after their scheduled time (busy CPU).`);
   for (const s of summary.services) if (s.byInstanceType) notes.push(renderTyped(s.service, s.byInstanceType));
   const head = `Summary: ${summary.loadSeconds.toFixed(1)} s of load${summary.interrupted ? " (interrupted)" : ""}, ${summary.workload}; ${summary.backends} backends, ${summary.frontends} frontend${summary.frontends === 1 ? "" : "s"}, policy ${summary.policy}`;
-  return [head, table.toString(), ...notes].join("\n");
+  const shown = columns.flatMap((c) => (c.term === undefined ? [] : [c.term]));
+  const legend = termsLegend(t.notSent > 0 ? [...shown, "not-sent"] : shown, columns);
+  return [head, table.toString(), ...notes, legend].join("\n");
 }
 
 const served = (r: SizeRow): string => (r.answered === 0 ? "0" : `${r.answered} (${pct(r.share)})`);

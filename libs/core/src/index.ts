@@ -1,4 +1,5 @@
 export * from "./clock.js";
 export * from "./distributions.js";
+export * from "./glossary.js";
 export * from "./min-heap.js";
 export * from "./random.js";

@@ -1,8 +1,11 @@
 /**
  * An experiment's report: a Markdown table (policies x metrics, mean and spread over seeds, plus a per-job
  * table) and a self-contained HTML page with the same tables and inline SVG plots (no script, no network at
- * view time). The plots show the first seed's run of each policy.
+ * view time). The plots show the first seed's run of each policy; their y-axes are sized to the data they show.
+ * The terms are @infergrid/core's GLOSSARY, shared with the local cluster's summary: both reports end with it,
+ * and the HTML page's table headers and plot titles link to its entries.
  */
+import { GLOSSARY, GLOSSARY_SOURCE, type GlossaryTerm, type TermId, termAnchor } from "@infergrid/core";
 import { type ExperimentResult, settingsOf } from "./run-experiment.js";
 import type { JobSettings, Profile } from "./scenario.js";
 import type { RunResult } from "./simulate.js";
@@ -89,22 +92,28 @@ function fmt(s: Stat, digits: number): string {
   return `${m} (${s.min.toFixed(digits)}-${s.max.toFixed(digits)})`;
 }
 
-const COLUMNS: [string, (p: PolicySummary) => string][] = [
-  ["policy", (p) => p.policy],
-  ["SLO violations %", (p) => fmt(p.violationRate, 3)],
-  ["after the first minute", (p) => fmt(p.violationRateAfterFirstMinute, 3)],
-  ["mean job violations %", (p) => fmt(p.meanJobViolationRate, 3)],
-  ["lost utility", (p) => fmt(p.lostUtility, 3)],
-  ["SLA compliance % (mean job)", (p) => fmt(p.slaCompliance, 2)],
-  ["worst job SLA %", (p) => fmt(p.minSlaCompliance, 2)],
-  ["p50 ms", (p) => fmt(p.p50Ms, 0)],
-  ["p99 ms", (p) => fmt(p.p99Ms, 0)],
-  ["backend-hours", (p) => fmt(p.backendHours, 1)],
-  ["cold starts", (p) => fmt(p.coldStarts, 0)],
-  ["dropped", (p) => fmt(p.dropped, 0)],
-  ["wall s / run", (p) => fmt(p.wallSeconds, 1)],
-  ["CPU s / run", (p) => fmt(p.cpuSeconds, 1)],
-  ["requests simulated / CPU s", (p) => p.requestsPerCpuSec.mean.toFixed(0)],
+/** A table's column: its header and the glossary term the header links to (none for names). */
+interface Header {
+  text: string;
+  term?: TermId;
+}
+
+const COLUMNS: [Header, (p: PolicySummary) => string][] = [
+  [{ text: "policy" }, (p) => p.policy],
+  [{ text: "SLO violations %", term: "slo-violations" }, (p) => fmt(p.violationRate, 3)],
+  [{ text: "after the first minute", term: "violations-after-first-minute" }, (p) => fmt(p.violationRateAfterFirstMinute, 3)],
+  [{ text: "mean job violations %", term: "mean-job-violations" }, (p) => fmt(p.meanJobViolationRate, 3)],
+  [{ text: "lost utility", term: "lost-utility" }, (p) => fmt(p.lostUtility, 3)],
+  [{ text: "SLA compliance % (mean job)", term: "sla-compliance" }, (p) => fmt(p.slaCompliance, 2)],
+  [{ text: "worst job SLA %", term: "sla-compliance" }, (p) => fmt(p.minSlaCompliance, 2)],
+  [{ text: "p50 ms", term: "latency" }, (p) => fmt(p.p50Ms, 0)],
+  [{ text: "p99 ms", term: "latency" }, (p) => fmt(p.p99Ms, 0)],
+  [{ text: "backend-hours", term: "backend-seconds" }, (p) => fmt(p.backendHours, 1)],
+  [{ text: "cold starts", term: "cold-starts" }, (p) => fmt(p.coldStarts, 0)],
+  [{ text: "dropped", term: "dropped" }, (p) => fmt(p.dropped, 0)],
+  [{ text: "wall s / run", term: "simulation-cost" }, (p) => fmt(p.wallSeconds, 1)],
+  [{ text: "CPU s / run", term: "simulation-cost" }, (p) => fmt(p.cpuSeconds, 1)],
+  [{ text: "requests simulated / CPU s", term: "simulation-cost" }, (p) => p.requestsPerCpuSec.mean.toFixed(0)],
 ];
 
 function markdownTable(header: string[], rows: string[][]): string {
@@ -112,8 +121,17 @@ function markdownTable(header: string[], rows: string[][]): string {
   return [line(header), line(header.map(() => "---")), ...rows.map(line)].join("\n");
 }
 
-function perJobRows(result: ExperimentResult): { header: string[]; rows: string[][] } {
-  const header = ["policy", "job", "requests", "violations %", "SLA compliance %", "p99 ms", "backend-hours", "cold starts"];
+function perJobRows(result: ExperimentResult): { header: Header[]; rows: string[][] } {
+  const header: Header[] = [
+    { text: "policy" },
+    { text: "job" },
+    { text: "requests", term: "requests" },
+    { text: "violations %", term: "slo-violations" },
+    { text: "SLA compliance %", term: "sla-compliance" },
+    { text: "p99 ms", term: "latency" },
+    { text: "backend-hours", term: "backend-seconds" },
+    { text: "cold starts", term: "cold-starts" },
+  ];
   const rows: string[][] = [];
   const policies = [...new Set(result.runs.map((r) => r.policy))];
   for (const policy of policies) {
@@ -251,22 +269,38 @@ export function markdownReport(result: ExperimentResult): string {
     "",
     ...setupLines(result),
     "",
-    "Mean over seeds (min-max in parentheses when they differ). Violations: requests over the SLO plus dropped ones;",
-    "SLA compliance: Swayam's metric (windows of 1000 requests slid by 10 meeting the percentile), mean over jobs.",
-    "Lost utility: Faro's, summed over jobs (each job at most 1): a job's utility is the mean over minutes of",
-    "min(SLO / that minute's p99, 1), a dropped request counting as infinite latency.",
+    "Mean over seeds (min-max in parentheses when they differ); the terms are defined under Terms below.",
     "",
     markdownTable(
-      COLUMNS.map(([h]) => h),
+      COLUMNS.map(([h]) => h.text),
       summary.map((p) => COLUMNS.map(([, f]) => f(p))),
     ),
     "",
     ...comparisonLines(summary),
     "## Per job",
     "",
-    markdownTable(perJob.header, perJob.rows),
+    markdownTable(
+      perJob.header.map((h) => h.text),
+      perJob.rows,
+    ),
+    "",
+    "## Terms",
+    "",
+    `${TERMS_NOTE} Here the terms of this report; report.html lists the local cluster's too.`,
+    "",
+    ...GLOSSARY.filter((t) => "sim" in t).map((t) => `- **${t.term}** (${whereShown(t)}): ${t.definition}`),
     "",
   ].join("\n");
+}
+
+/** Where the terms come from, for both reports. */
+const TERMS_NOTE = `The simulator's report and the local cluster's summary (npm start) use the same terms, defined once in ${GLOSSARY_SOURCE}.`;
+
+/** Where a term shows, in words: "simulator: backend-hours; local cluster: backend-s". */
+function whereShown(t: GlossaryTerm): string {
+  const part = (name: string, labels: readonly string[] | undefined) =>
+    labels === undefined ? [] : [`${name}${labels.length > 0 ? `: ${labels.join(", ")}` : ""}`];
+  return [...part("simulator", t.sim?.labels), ...part("local cluster", t.local?.labels)].join("; ");
 }
 
 // ---------------------------------------------------------------- HTML and SVG
@@ -282,15 +316,99 @@ function escapeHtml(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
 }
 
-function niceMax(x: number): number {
+/** The x-axis's step in minutes: 1, 2, 2.5 or 5 x 10^k, the first at or above x. */
+function niceStep(x: number): number {
   if (!(x > 0)) return 1;
   const p = 10 ** Math.floor(Math.log10(x));
   for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x) return m * p;
   return 10 * p;
 }
 
-/** A line chart as SVG; x in minutes from binMinutes, y linear from 0 (or log10 when logY). */
-export function lineChart(title: string, yLabel: string, lines: Line[], binMinutes: number, options: { logY?: boolean } = {}): string {
+/** Rounds away float noise (3 x 0.1 = 0.30000000000000004). */
+const clean = (x: number): number => Number(x.toPrecision(12));
+
+/** A y-axis: its ends and the values that get a tick and a grid line. */
+export interface Axis {
+  min: number;
+  max: number;
+  ticks: number[];
+}
+
+/** Headroom above the data's largest value on a linear axis. */
+const HEADROOM = 1.05;
+
+/**
+ * A linear y-axis from 0 for data whose largest value is `dataMax`: its top the lowest multiple, at or above
+ * dataMax plus 5 % headroom, of a step of 1, 2, 2.5 or 5 x 10^k that gives 2 to 5 steps; never above `cap`
+ * while the data stays at or under it (a percentage of at most 100 %); 0 to 1 when no value is above 0.
+ */
+export function linearAxis(dataMax: number, cap?: number): Axis {
+  const want = Number.isFinite(dataMax) && dataMax > 0 ? dataMax * HEADROOM : 0;
+  if (!(want > 0)) return { min: 0, max: 1, ticks: [0, 0.25, 0.5, 0.75, 1] };
+  let best: { step: number; top: number } | undefined;
+  const e0 = Math.floor(Math.log10(want / 5));
+  for (let e = e0; e <= e0 + 1; e++) {
+    for (const m of [1, 2, 2.5, 5]) {
+      const step = clean(m * 10 ** e);
+      const steps = Math.ceil(clean(want / step));
+      if (steps < 2 || steps > 5) continue;
+      const top = clean(steps * step);
+      if (best === undefined || top < best.top) best = { step, top };
+    }
+  }
+  const { step, top: nice } = best ?? { step: want, top: want };
+  const top = cap !== undefined && dataMax <= cap && nice > cap ? cap : nice;
+  const ticks: number[] = [];
+  for (let k = 0; clean(k * step) < top; k++) ticks.push(clean(k * step));
+  ticks.push(top);
+  return { min: 0, max: top, ticks };
+}
+
+/** 1, 2, 5 x 10^k at or below x (down) or at or above it (up). */
+function logNice(x: number, dir: "down" | "up"): number {
+  const p = 10 ** Math.floor(Math.log10(x));
+  const candidates = [0.5, 1, 2, 5, 10, 20].map((m) => clean(m * p));
+  return dir === "up" ? (candidates.find((c) => c >= x) as number) : (candidates.filter((c) => c <= x).pop() as number);
+}
+
+/**
+ * A log10 y-axis for positive data from dataMin to dataMax: its ends 1, 2 or 5 x 10^k around the data, ticks at
+ * the ends and the powers of 10 between them (and at 2 and 5 x 10^k when it spans at most two decades); 1 to 10
+ * with no positive data.
+ */
+export function logAxis(dataMin: number, dataMax: number): Axis {
+  if (!(Number.isFinite(dataMin) && Number.isFinite(dataMax) && dataMin > 0 && dataMax >= dataMin))
+    return { min: 1, max: 10, ticks: [1, 10] };
+  let min = logNice(dataMin, "down");
+  let max = logNice(dataMax, "up");
+  if (max === min) {
+    min = logNice(min * 0.99, "down");
+    max = logNice(max * 1.01, "up");
+  }
+  const dense = Math.log10(max / min) <= 2;
+  const ticks = [min];
+  for (let e = Math.floor(Math.log10(min)); e <= Math.ceil(Math.log10(max)); e++) {
+    for (const m of dense ? [1, 2, 5] : [1]) {
+      const v = clean(m * 10 ** e);
+      if (v > min && v < max) ticks.push(v);
+    }
+  }
+  ticks.push(max);
+  return { min, max, ticks };
+}
+
+/**
+ * A line chart as SVG; x in minutes from binMinutes, y from 0 to a top sized to the data (linearAxis: no higher than
+ * `cap` while the data stays under it, 100 for a percentage) or log10 (logAxis) when logY. `term`: the glossary
+ * term the title links to.
+ */
+export function lineChart(
+  title: string,
+  yLabel: string,
+  lines: Line[],
+  binMinutes: number,
+  options: { logY?: boolean; cap?: number; term?: TermId } = {},
+): string {
   const W = 560;
   const H = 240;
   const L = 56;
@@ -300,10 +418,11 @@ export function lineChart(title: string, yLabel: string, lines: Line[], binMinut
   const n = Math.max(0, ...lines.map((l) => l.values.length));
   const finite = lines.flatMap((l) => Array.from(l.values).filter((v) => Number.isFinite(v) && (!options.logY || v > 0)));
   const logY = options.logY === true;
-  const yMaxRaw = finite.length > 0 ? Math.max(...finite) : 1;
-  const yMinLog = logY ? Math.floor(Math.log10(Math.max(1e-9, Math.min(...finite, yMaxRaw)))) : 0;
-  const yMax = logY ? Math.ceil(Math.log10(Math.max(yMaxRaw, 10 ** (yMinLog + 1)))) : niceMax(yMaxRaw);
-  const yMin = logY ? yMinLog : 0;
+  const dataMax = finite.reduce((a, v) => Math.max(a, v), Number.NEGATIVE_INFINITY);
+  const dataMin = finite.reduce((a, v) => Math.min(a, v), Number.POSITIVE_INFINITY);
+  const axis = logY ? logAxis(dataMin, dataMax) : linearAxis(dataMax, options.cap);
+  const yMin = logY ? Math.log10(axis.min) : axis.min;
+  const yMax = logY ? Math.log10(axis.max) : axis.max;
   const xOf = (i: number) => L + ((W - L - R) * i) / Math.max(1, n - 1);
   const yOf = (v: number) => {
     const y = logY ? Math.log10(v) : v;
@@ -311,16 +430,16 @@ export function lineChart(title: string, yLabel: string, lines: Line[], binMinut
   };
   const parts: string[] = [];
   parts.push(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H + 18 * Math.ceil(lines.length / 4)}" class="chart">`);
-  parts.push(`<text x="${W / 2}" y="15" text-anchor="middle" class="title">${escapeHtml(title)}</text>`);
+  const titleText = `<text x="${W / 2}" y="15" text-anchor="middle" class="title">${escapeHtml(title)}</text>`;
+  parts.push(options.term === undefined ? titleText : `<a href="#${termAnchor(options.term)}">${titleText}</a>`);
   // Axes and grid.
-  const ticks = logY ? Array.from({ length: yMax - yMin + 1 }, (_, i) => 10 ** (yMin + i)) : [0, 0.25, 0.5, 0.75, 1].map((f) => f * yMax);
-  for (const v of ticks) {
+  for (const v of axis.ticks) {
     const y = yOf(v);
     parts.push(`<line x1="${L}" x2="${W - R}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" class="grid"/>`);
     parts.push(`<text x="${L - 4}" y="${(y + 4).toFixed(1)}" text-anchor="end" class="tick">${formatTick(v)}</text>`);
   }
   const totalMinutes = n * binMinutes;
-  const step = niceMax(totalMinutes / 6);
+  const step = niceStep(totalMinutes / 6);
   for (let m = 0; m <= totalMinutes + 1e-9; m += step) {
     const x = L + ((W - L - R) * m) / Math.max(binMinutes, totalMinutes - binMinutes);
     if (x > W - R + 1) break;
@@ -361,8 +480,10 @@ function formatTick(v: number): string {
   return Number.parseFloat(v.toPrecision(3)).toString();
 }
 
-function htmlTable(header: string[], rows: string[][]): string {
-  return `<table><thead><tr>${header.map((h) => `<th>${escapeHtml(h)}</th>`).join("")}</tr></thead><tbody>${rows
+function htmlTable(header: Header[], rows: string[][]): string {
+  const th = (h: Header) =>
+    h.term === undefined ? `<th>${escapeHtml(h.text)}</th>` : `<th><a href="#${termAnchor(h.term)}">${escapeHtml(h.text)}</a></th>`;
+  return `<table><thead><tr>${header.map(th).join("")}</tr></thead><tbody>${rows
     .map((r) => `<tr>${r.map((c) => `<td>${escapeHtml(c)}</td>`).join("")}</tr>`)
     .join("")}</tbody></table>`;
 }
@@ -397,6 +518,7 @@ export function htmlReport(result: ExperimentResult): string {
         "req/s",
         result.jobs.map((job, j) => ({ name: job, values: Float64Array.from(first.series[j]?.arrivals ?? [], (x) => x * perSec) })),
         binMinutes,
+        { term: "requests" },
       ),
     );
   }
@@ -406,6 +528,7 @@ export function htmlReport(result: ExperimentResult): string {
       "backends",
       runs.map((r) => ({ name: r.policy, values: sumSeries(r.series.map((s) => s.backends)) })),
       binMinutes,
+      { term: "backends-in-use" },
     ),
   );
   charts.push(
@@ -417,6 +540,7 @@ export function htmlReport(result: ExperimentResult): string {
         values: ratio(sumSeries(r.series.map((s) => s.violations)), sumSeries(r.series.map((s) => s.arrivals)), 100),
       })),
       binMinutes,
+      { cap: 100, term: "slo-violations" },
     ),
   );
   charts.push(
@@ -425,7 +549,7 @@ export function htmlReport(result: ExperimentResult): string {
       "ms (log)",
       runs.map((r) => ({ name: r.policy, values: r.clusterP99 })),
       binMinutes,
-      { logY: true },
+      { logY: true, term: "latency" },
     ),
   );
   const jobCharts = result.jobs.map((job, j) => {
@@ -434,26 +558,30 @@ export function htmlReport(result: ExperimentResult): string {
       "backends",
       runs.map((r) => ({ name: r.policy, values: r.series[j]?.backends ?? [] })),
       binMinutes,
+      { term: "backends-in-use" },
     );
     const violations = lineChart(
       `${job}: SLO violations`,
       "% of requests",
       runs.map((r) => ({ name: r.policy, values: ratio(r.series[j]?.violations ?? [], r.series[j]?.arrivals ?? [], 100) })),
       binMinutes,
+      { cap: 100, term: "slo-violations" },
     );
     const p99 = lineChart(
       `${job}: p99 latency`,
       "ms (log)",
       runs.map((r) => ({ name: r.policy, values: r.series[j]?.p99 ?? [] })),
       binMinutes,
-      { logY: true },
+      { logY: true, term: "latency" },
     );
     return `<h3>${escapeHtml(job)}</h3><div class="row">${backends}${violations}${p99}</div>`;
   });
   const css = `body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px;margin:8px 0 24px}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}td:first-child,td:nth-child(2){text-align:left}
 .row{display:flex;flex-wrap:wrap;gap:12px}.chart{width:560px;height:auto}.title{font-size:13px;font-weight:600}
-.tick{font-size:10px;fill:#444}.grid{stroke:#eee}.frame{fill:none;stroke:#999}.line{fill:none;stroke-width:1.3}`;
+.tick{font-size:10px;fill:#444}.grid{stroke:#eee}.frame{fill:none;stroke:#999}.line{fill:none;stroke-width:1.3}
+a{color:#1a4f8b}a .title{fill:#1a4f8b;text-decoration:underline}th a{color:inherit}dt{font-weight:600;margin-top:8px}
+dd{margin:2px 0 0 16px;max-width:60em}.where{color:#666;font-size:90%}`;
   return `<!doctype html><html><head><meta charset="utf-8"><title>Simulation: ${escapeHtml(result.experiment.name)}</title><style>${css}</style></head><body>
 <h1>Simulation: ${escapeHtml(result.experiment.name)}</h1>
 <p>${escapeHtml(result.experiment.description)}</p>
@@ -461,6 +589,7 @@ th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3
     .map((l) => `<li>${escapeHtml(l.replace(/^- /, "").replace(/`/g, ""))}</li>`)
     .join("")}</ul>
 <h2>Summary</h2>
+<p>Headers and plot titles link to their definitions under <a href="#terms">Terms</a>.</p>
 ${htmlTable(
   COLUMNS.map(([h]) => h),
   summary.map((p) => COLUMNS.map(([, f]) => f(p))),
@@ -471,6 +600,16 @@ ${htmlTable(
 ${jobCharts.join("\n")}
 <h2>Per job, all seeds</h2>
 ${htmlTable(perJob.header, perJob.rows)}
+${glossaryHtml()}
 </body></html>
 `;
+}
+
+/** Every glossary term with its anchor: the simulator's and the local cluster's, so each reads the other's. */
+function glossaryHtml(): string {
+  const entries = GLOSSARY.map(
+    (t) =>
+      `<dt id="${termAnchor(t.id)}">${escapeHtml(t.term)} <span class="where">(${escapeHtml(whereShown(t))})</span></dt><dd>${escapeHtml(t.definition)}</dd>`,
+  );
+  return `<h2 id="terms">Terms</h2>\n<p>${escapeHtml(TERMS_NOTE)}</p>\n<dl>${entries.join("\n")}</dl>`;
 }
