@@ -3,7 +3,7 @@
 #   localhost/node-base:local    Node + a shell + a non-root user, made from this machine's own files
 #   localhost/node-build:local   the same plus npm and pnpm (the build stage's base)
 #   localhost/nats:local         Debian's nats-server (JetStream included) + a shell for waits
-#   localhost/infergrid-<service>:local for broker, frontend, backend-worker, predictor, global-allocator
+#   localhost/infergrid-<service>:local for broker, frontend, backend-worker, predictor, global-allocator, console
 # from infra/docker/Dockerfile with BASE_IMAGE/BUILD_IMAGE pointing at the local bases. Elsewhere the
 # same Dockerfile builds from public Node images (its defaults). Needs infra/scripts/setup-containers.sh.
 # Options (env): SERVICES="broker frontend" to build a subset; REBUILD_BASE=1 to remake the bases.
@@ -22,7 +22,7 @@ if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; t
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null
 fi
 
-SERVICES="${SERVICES-broker frontend backend-worker predictor global-allocator}"
+SERVICES="${SERVICES-broker frontend backend-worker predictor global-allocator console}"
 start=$(date +%s)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -22,7 +22,7 @@ export const FAST = {
   INFERGRID_LOG_LEVEL: "info",
 };
 
-export type Role = "nats" | "broker" | "frontend" | "backend-worker" | "predictor" | "global-allocator";
+export type Role = "nats" | "broker" | "frontend" | "backend-worker" | "predictor" | "global-allocator" | "console";
 
 export interface Node {
   name: string;

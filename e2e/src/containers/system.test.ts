@@ -55,6 +55,24 @@ describe("the system in containers", () => {
     expect(echo?.backends?.length).toBeGreaterThanOrEqual(2);
   });
 
+  it("the console's image serves the live view: every backend container and the echo service", async () => {
+    // Stopped with the others by cluster.stop(); the password check below covers its logs too.
+    const web = await cluster.startService("console", "console", {}, [8090]);
+    const url = `http://127.0.0.1:${web.hostPort(8090)}`;
+    const page = await fetch(`${url}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("/console.js");
+    await waitUntil(async () => {
+      const state = (await (await fetch(`${url}/api/state`)).json()) as {
+        services?: { name: string; backends?: unknown[] }[];
+        cluster?: { backends?: number };
+      };
+      expect(state.cluster?.backends).toBe(cluster.backendNames().length);
+      expect(state.services?.find((s) => s.name === "echo")?.backends?.length).toBeGreaterThanOrEqual(2);
+      return true;
+    }, 20_000);
+  });
+
   it("replays a trace slice through the broker: every request answered or explicitly failed, none lost", async () => {
     const slice = traceSlice({ minutes: 12, peakRate: 25, stepMs: 1500 });
     const driver = new LoadDriver(

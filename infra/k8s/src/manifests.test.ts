@@ -68,7 +68,7 @@ const named = <T extends K8sObject>(objects: K8sObject[], kind: string, name: st
 describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
   const objects = kubectl ? render(`overlays/${overlay}`, kubectl) : [];
   const workloads = [...byKind<Workload>(objects, "Deployment"), ...byKind<Workload>(objects, "StatefulSet")];
-  const services = ["broker", "frontend", ...backendDeployments(overlay), "predictor", "global-allocator"];
+  const services = ["broker", "frontend", ...backendDeployments(overlay), "predictor", "global-allocator", "console"];
 
   it("renders every object, each valid against the Kubernetes schemas", () => {
     expect(objects.length).toBeGreaterThanOrEqual(25);
@@ -115,7 +115,11 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
           readOnlyRootFilesystem: true,
           capabilities: { drop: ["ALL"] },
         });
-        if (w.kind === "Deployment") {
+        if (w.kind === "Deployment" && w.metadata.name === "console") {
+          // The console serves no gRPC: /healthz on its metrics port, which needs no token.
+          for (const probe of [c.readinessProbe, c.livenessProbe])
+            expect(probe?.httpGet, "console").toEqual({ path: "/healthz", port: "metrics" });
+        } else if (w.kind === "Deployment") {
           for (const probe of [c.startupProbe, c.readinessProbe, c.livenessProbe]) expect(probe?.grpc?.port, w.metadata.name).toBe(50051);
         } else {
           expect(c.readinessProbe?.httpGet).toBeDefined();
@@ -200,14 +204,40 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
       { "app.kubernetes.io/name": "broker" },
       { "infergrid.io/direct-client": "true" },
     ]);
-    // Every other policy admits sources inside the namespace, or the monitoring namespace on metrics ports.
+    // Every other policy admits sources inside the namespace, or the monitoring namespace on metrics ports,
+    // or (the console's page only) pods and namespaces an operator labels as console clients.
     for (const p of policies) {
+      const console = p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"] === "console";
       for (const r of p.spec.ingress ?? []) {
         for (const f of r.from ?? []) {
-          if (f.namespaceSelector) expect(r.ports?.map((x) => x.port).sort()).toEqual([8222, 9464]);
+          if (f.namespaceSelector) expect(r.ports?.map((x) => x.port).sort()).toEqual(console ? [8090] : [8222, 9464]);
         }
       }
     }
+    const toConsole = policies.filter((p) => p.spec.podSelector.matchLabels?.["app.kubernetes.io/name"] === "console");
+    expect(toConsole.flatMap((p) => p.spec.ingress ?? []).flatMap((r) => r.ports?.map((x) => x.port) ?? [])).toEqual([8090]);
+  });
+
+  // production and heterogeneous (built on it) put the console behind its token.
+  it(overlay !== "local" ? "serves the console only with its token, from a Secret" : "serves the console", () => {
+    const c = named<Workload>(objects, "Deployment", "console").spec.template.spec.containers[0]!;
+    expect(c.ports?.find((p) => p.name === "http")?.containerPort).toBe(8090);
+    const tokenFile = c.env?.find((e) => e.name === "INFERGRID_AUTH_TOKEN_FILE")?.value;
+    if (overlay === "local") {
+      expect(tokenFile).toBeUndefined();
+      return;
+    }
+    expect(tokenFile).toBe("/etc/infergrid/console/token");
+    const mount = c.volumeMounts?.find((m) => m.mountPath === "/etc/infergrid/console");
+    expect(mount?.readOnly).toBe(true);
+    const pod = named<Workload>(objects, "Deployment", "console").spec.template.spec;
+    expect(pod.volumes?.find((v) => v.name === mount?.name)?.secret).toEqual({
+      secretName: "infergrid-console-token",
+      items: [{ key: "token", path: "token" }],
+    });
+    // Inside the cluster only: the console has no LoadBalancer.
+    const svc = named<K8sObject & { spec: { type?: string } }>(objects, "Service", "console");
+    expect(svc.spec.type ?? "ClusterIP").toBe("ClusterIP");
   });
 
   it("lets the allocator (and only it) scale the backend pool and list its pods", () => {

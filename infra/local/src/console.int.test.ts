@@ -121,10 +121,10 @@ describe("console in a real browser (npm start's cluster, headless Chromium)", (
 
     // The page updates: its update counter and the server's sequence number move.
     const seqBefore = Number(await text(page, "[data-testid=seq]"));
-    const updatesBefore = Number(await page.evaluate(() => document.body.dataset.updates ?? "0"));
+    const updatesBefore = Number((await page.locator("body").getAttribute("data-updates")) ?? "0");
     await sleep(3_000);
     expect(Number(await text(page, "[data-testid=seq]"))).toBeGreaterThanOrEqual(seqBefore + 2);
-    expect(Number(await page.evaluate(() => document.body.dataset.updates ?? "0"))).toBeGreaterThanOrEqual(updatesBefore + 2);
+    expect(Number((await page.locator("body").getAttribute("data-updates")) ?? "0")).toBeGreaterThanOrEqual(updatesBefore + 2);
 
     // Requests per service against the CLI's own count, read at the moment it printed it. The page lags by
     // up to a load report and an update (2 s at most here), so the tolerance is two seconds of load.

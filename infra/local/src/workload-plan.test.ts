@@ -33,6 +33,7 @@ const base: Options = {
   maxInFlight: 2_000,
   logLevel: "warn",
   runtimeDir: undefined,
+  consolePort: 0,
   kairos: undefined,
   types: undefined,
   profiles: undefined,
