@@ -482,6 +482,9 @@ describe("infra/k8s/monitoring: the metrics the source exports", () => {
     // A few the dashboard and the alerts stand on, with their types and labels as the services declare them.
     expect(byName.infergrid_frontend_requests_total).toMatchObject({ type: "counter", labels: ["service", "code"] });
     expect(byName.infergrid_frontend_request_duration_seconds).toMatchObject({ type: "histogram", labels: ["service"] });
+    expect(byName.infergrid_frontend_requests_within_slo_total).toMatchObject({ type: "counter", labels: ["service"] });
+    expect(byName.infergrid_frontend_slo_objective_ratio).toMatchObject({ type: "gauge", labels: ["service"] });
+    expect(byName.infergrid_frontend_slo_latency_seconds).toMatchObject({ type: "gauge", labels: ["service"] });
     expect(byName.infergrid_allocator_reconcile_seconds).toMatchObject({ type: "histogram", labels: [] });
     expect(byName.infergrid_allocator_pool_backends).toMatchObject({ type: "gauge" });
     expect(scanned.registrations.length).toBeGreaterThanOrEqual(30);
@@ -578,17 +581,14 @@ describe("infra/k8s/monitoring/alerts.yaml", () => {
   it("has the SRE workbook's multi-window burn-rate pairs: page at 14.4x (1h, 5m) and 6x (6h, 30m), ticket at 3x (1d, 2h) and 1x (3d, 6h)", () => {
     const burns = rules.filter((r) => r.alert === "InferGridSLOErrorBudgetBurn");
     const found = burns.map((r) => {
-      // expr: <errors over long> > on (...) (F * (1 - objective)) and <errors over short> > on (...) (F * (1 - objective))
+      // expr: <burn rate over long> > F and <burn rate over short> > F
       const checked = checkExpr(r.expr, known);
       const top = expressions(checked.tree)[0]!;
       expect(top.type.name).toBe("BinaryExpr");
       expect(child(top, "And"), r.expr).toBeDefined();
       const sides = expressions(top).map((side) => {
         const text = r.expr.slice(side.from, side.to);
-        const m =
-          /^infergrid:slo_errors:ratio_rate(\w+) > on \(namespace, service\) \(([\d.]+) \* \(1 - infergrid:slo_objective:ratio\)\)$/.exec(
-            text.trim(),
-          );
+        const m = /^infergrid:slo_burn_rate:rate(\w+) > ([\d.]+)$/.exec(text.trim());
         expect(m, text).not.toBeNull();
         return { window: m![1]!, factor: Number(m![2]) };
       });
@@ -607,16 +607,40 @@ describe("infra/k8s/monitoring/alerts.yaml", () => {
     ]);
   });
 
-  it("counts the SLI from the frontends' requests and the RT_max bucket, with a 99% default objective", () => {
+  it("counts the SLI from the frontends' within-SLO counter, against each service's exported objective, with no defaults", () => {
     const rule = (name: string) => rules.find((r) => r.record === name)!;
-    expect(rule("infergrid:slo_objective:ratio").expr).toMatch(/0\.99 \* group by \(namespace, service\)/);
-    expect(rule("infergrid:slo_requests:rate5m").expr).toContain("infergrid_frontend_requests_total{");
-    expect(rule("infergrid:slo_requests_good:rate5m").expr).toContain("infergrid_frontend_request_duration_seconds_bucket{");
-    // The default threshold and the example override are bounds of the frontend's histogram.
-    const buckets = readFileSync(join(repoRoot, "services/frontend/src/frontend.ts"), "utf8").match(/buckets: \[([^\]]*)\]/)![1]!;
-    const bounds = buckets.split(",").map((b) => b.trim());
-    expect(bounds).toContain(/"le", "([\d.]+)", "", ""/.exec(rule("infergrid:slo_latency_threshold:info").expr)![1]);
-    expect(bounds).toContain(rule("infergrid:slo_latency_threshold_override:info").labels?.le);
+    expect(rule("infergrid:slo_objective:ratio").expr.trim()).toBe("max by (namespace, service) (infergrid_frontend_slo_objective_ratio)");
+    // The requests counted are the ones the frontend's SLA accounting counts: its client errors left out, no others.
+    const frontend = readFileSync(join(repoRoot, "services/frontend/src/frontend.ts"), "utf8");
+    const clientErrors = /const CLIENT_ERRORS = new Set\(\[([^\]]*)\]\)/.exec(frontend)![1]!.match(/grpc\.status\.(\w+)/g)!;
+    const windows = ["5m", "30m", "1h", "2h", "6h", "1d", "3d"];
+    for (const w of windows) {
+      const requests = rule(`infergrid:slo_requests:rate${w}`).expr;
+      expect(requests).toContain("infergrid_frontend_requests_total{");
+      expect(/code!~"([^"]+)"/.exec(requests)![1]!.split("|").sort()).toEqual(
+        clientErrors.map((c) => c.slice("grpc.status.".length)).sort(),
+      );
+      expect(checkExpr(rule(`infergrid:slo_requests_good:rate${w}`).expr, known).metrics).toEqual([
+        "infergrid_frontend_requests_within_slo_total",
+      ]);
+      // A service without a single OK answer within RT_max has no good series: its error ratio is 1, not absent.
+      expect(rule(`infergrid:slo_errors:ratio_rate${w}`).expr).toContain(`or on (namespace, service) 0 * infergrid:slo_requests:rate${w}`);
+      expect(rule(`infergrid:slo_burn_rate:rate${w}`).expr.trim()).toBe(
+        `infergrid:slo_errors:ratio_rate${w} / on (namespace, service) (1 - infergrid:slo_objective:ratio)`,
+      );
+    }
+    // No threshold bucket, no default objective, no per-service numbers.
+    for (const r of rules) {
+      expect(r.expr, r.record ?? r.alert).not.toContain("request_duration_seconds_bucket");
+      expect(r.record ?? "", r.expr).not.toMatch(/override|threshold/);
+      if (r.record) expect(r.expr.match(/\b0\.\d+\b/g) ?? [], r.record).toEqual([]);
+    }
+  });
+
+  it("says when a service answering requests has no objective to burn against", () => {
+    const missing = rules.find((r) => r.alert === "InferGridSLOObjectiveMissing")!;
+    expect(checkExpr(missing.expr, known).metrics).toEqual(["infergrid:slo_requests:rate5m", "infergrid:slo_objective:ratio"]);
+    expect(durationSeconds(missing.for!)).toBeGreaterThan(durationSeconds("5m"));
   });
 
   it("alerts when no frontend or no allocator is scraped, and when the allocator's plan goes stale", () => {
@@ -674,6 +698,9 @@ describe("infra/k8s/monitoring/infergrid-dashboard.json", () => {
       "infergrid_frontend_frontends_estimate",
       "infergrid_frontend_sla_compliance_ratio",
       "infergrid:slo_errors:ratio_rate5m",
+      "infergrid:slo_objective:ratio",
+      "infergrid:slo_burn_rate:rate1h",
+      "infergrid_frontend_slo_latency_seconds",
       "infergrid_broker_requests_total",
       "infergrid_broker_failovers_total",
       "infergrid_backend_requests_total",
@@ -686,9 +713,10 @@ describe("infra/k8s/monitoring/infergrid-dashboard.json", () => {
       "infergrid_predictor_forecasts_total",
     ])
       expect(used.has(m), m).toBe(true);
-    // No metric exports RT_max: the latency panel says so instead of drawing an invented threshold.
+    // The latency panel draws each service's RT_max as the frontends export it.
     const latency = panels.find((p) => p.targets?.some((t) => t.expr.includes("histogram_quantile(0.99, sum by (service, le)")))!;
-    expect(latency.description).toMatch(/no metric exports it/);
+    const threshold = latency.targets!.find((t) => t.expr.includes("infergrid_frontend_slo_latency_seconds"));
+    expect(checkExpr(grafanaToPromql(threshold!.expr), known).labels).toEqual(new Set(["service"]));
   });
 });
 
@@ -702,45 +730,48 @@ function findPromtool(): string | undefined {
   return undefined;
 }
 
-/**
- * Prometheus' own unit tests of the rules (`promtool test rules`), on rules.yaml = alerts.yaml's groups with the
- * `_example` overrides made real for service b (objective 99.9%, RT_max 1 s).
- */
+/** Prometheus' own unit tests of the rules (`promtool test rules`), on rules.yaml = alerts.yaml's groups. */
 const PROMTOOL_TESTS = `rule_files: [rules.yaml]
 evaluation_interval: 1m
 tests:
-  # a: 20% of its answers slower than 0.5 s (client errors not counted); b: overridden to 99.9% within 1 s, its bucket
-  # written le="1.0" as Prometheus 3 stores it, 0.05% slower; c: nothing but failures, so no histogram series at all.
+  # a: 20% of its answers not within its RT_max (client errors not counted), objective 99%; b: 0.05% missed against
+  # 99.9%, its two frontends exporting different objectives (the stricter counts); c: nothing but failures, so no
+  # within-SLO series at all; x: answers, but no frontend exports its objective.
   - interval: 1m
     input_series:
       - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="a",code="OK"}'
         values: '0+100x30'
       - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="a",code="INVALID_ARGUMENT"}'
         values: '0+50x30'
-      - series: 'infergrid_frontend_request_duration_seconds_bucket{namespace="ns",pod="f1",service="a",le="0.5"}'
+      - series: 'infergrid_frontend_requests_within_slo_total{namespace="ns",pod="f1",service="a"}'
         values: '0+80x30'
-      - series: 'infergrid_frontend_request_duration_seconds_bucket{namespace="ns",pod="f1",service="a",le="1"}'
-        values: '0+100x30'
+      - series: 'infergrid_frontend_slo_objective_ratio{namespace="ns",pod="f1",service="a"}'
+        values: '0.99x30'
       - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="b",code="OK"}'
-        values: '0+2000x30'
-      - series: 'infergrid_frontend_request_duration_seconds_bucket{namespace="ns",pod="f1",service="b",le="0.5"}'
         values: '0+1000x30'
-      - series: 'infergrid_frontend_request_duration_seconds_bucket{namespace="ns",pod="f1",service="b",le="1.0"}'
-        values: '0+1999x30'
+      - series: 'infergrid_frontend_requests_within_slo_total{namespace="ns",pod="f1",service="b"}'
+        values: '0+999x30'
+      - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f2",service="b",code="OK"}'
+        values: '0+1000x30'
+      - series: 'infergrid_frontend_requests_within_slo_total{namespace="ns",pod="f2",service="b"}'
+        values: '0+1000x30'
+      - series: 'infergrid_frontend_slo_objective_ratio{namespace="ns",pod="f1",service="b"}'
+        values: '0.999x30'
+      - series: 'infergrid_frontend_slo_objective_ratio{namespace="ns",pod="f2",service="b"}'
+        values: '0.99x30'
       - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="c",code="UNAVAILABLE"}'
+        values: '0+10x30'
+      - series: 'infergrid_frontend_slo_objective_ratio{namespace="ns",pod="f1",service="c"}'
+        values: '0.99x30'
+      - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="x",code="OK"}'
+        values: '0+10x30'
+      - series: 'infergrid_frontend_requests_within_slo_total{namespace="ns",pod="f1",service="x"}'
         values: '0+10x30'
       - series: 'up{namespace="ns",pod="f1",job="frontend"}'
         values: '1x30'
+      - series: 'up{namespace="ns",pod="f2",job="frontend"}'
+        values: '1x30'
     promql_expr_test:
-      - expr: infergrid:slo_latency_threshold:info
-        eval_time: 10m
-        exp_samples:
-          - labels: 'infergrid:slo_latency_threshold:info{namespace="ns",service="a",le="0.5"}'
-            value: 1
-          - labels: 'infergrid:slo_latency_threshold:info{namespace="ns",service="b",le="1"}'
-            value: 1
-          - labels: 'infergrid:slo_latency_threshold:info{namespace="ns",service="c",le="0.5"}'
-            value: 1
       - expr: infergrid:slo_objective:ratio
         eval_time: 10m
         exp_samples:
@@ -759,6 +790,17 @@ tests:
             value: 0.0005
           - labels: '{namespace="ns",service="c"}'
             value: 1
+          - labels: '{namespace="ns",service="x"}'
+            value: 0
+      - expr: round(infergrid:slo_burn_rate:rate1h, 0.01)
+        eval_time: 10m
+        exp_samples:
+          - labels: '{namespace="ns",service="a"}'
+            value: 20
+          - labels: '{namespace="ns",service="b"}'
+            value: 0.5
+          - labels: '{namespace="ns",service="c"}'
+            value: 100
       - expr: count by (alertname, service, long_window) (ALERTS{alertstate="firing"})
         eval_time: 10m
         exp_samples:
@@ -768,17 +810,26 @@ tests:
             value: 1
           - labels: '{alertname="InferGridAllocatorMissing"}'
             value: 1
+      - expr: count by (alertname, service) (ALERTS{alertname="InferGridSLOObjectiveMissing", alertstate="firing"})
+        eval_time: 20m
+        exp_samples:
+          - labels: '{alertname="InferGridSLOObjectiveMissing",service="x"}'
+            value: 1
   # Slower burns: d misses 5% (5x a 99% budget: the two tickets), e 10% (10x: the 6x page too, not the 14.4x one).
   - interval: 5m
     input_series:
       - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="d",code="OK"}'
         values: '0+1000x60'
-      - series: 'infergrid_frontend_request_duration_seconds_bucket{namespace="ns",pod="f1",service="d",le="0.5"}'
+      - series: 'infergrid_frontend_requests_within_slo_total{namespace="ns",pod="f1",service="d"}'
         values: '0+950x60'
+      - series: 'infergrid_frontend_slo_objective_ratio{namespace="ns",pod="f1",service="d"}'
+        values: '0.99x60'
       - series: 'infergrid_frontend_requests_total{namespace="ns",pod="f1",service="e",code="OK"}'
         values: '0+1000x60'
-      - series: 'infergrid_frontend_request_duration_seconds_bucket{namespace="ns",pod="f1",service="e",le="0.5"}'
+      - series: 'infergrid_frontend_requests_within_slo_total{namespace="ns",pod="f1",service="e"}'
         values: '0+900x60'
+      - series: 'infergrid_frontend_slo_objective_ratio{namespace="ns",pod="f1",service="e"}'
+        values: '0.99x60'
       - series: 'up{namespace="ns",pod="f1",job="frontend"}'
         values: '1x60'
       - series: 'up{namespace="ns",pod="g1",job="global-allocator"}'
@@ -842,26 +893,18 @@ tests:
 
 const promtool = findPromtool();
 if (!promtool)
-  process.stderr.write("infra/k8s/monitoring: SKIPPED: promtool not found (PATH or env PROMTOOL); the rules were not evaluated\n");
+  process.stderr.write(
+    "infra/k8s/monitoring: SKIPPED: promtool not found (PATH or env PROMTOOL); the rules were not evaluated. " +
+      "infra/scripts/setup.sh does not install it: Debian's prometheus package, even without recommends, installs about " +
+      "316 MiB (94 MiB of it prometheus, 213 MiB libjs-moment-timezone for its web UI). `apt-get install --no-install-recommends " +
+      "prometheus` or PROMTOOL=<path> runs these tests.\n",
+  );
 
 describe.skipIf(!promtool)("infra/k8s/monitoring/alerts.yaml evaluated by promtool", () => {
-  it("records the SLI with per-service overrides and fires each alert when it should, and only then", () => {
+  it("records the SLI and burn rates per service and fires each alert when it should, and only then", () => {
     const dir = mkdtempSync(join(tmpdir(), "infergrid-rules-"));
     try {
-      const groups = rulesDoc.spec.groups.map((g) => ({
-        ...g,
-        rules: g.rules.map((r) =>
-          r.record?.includes("_override:")
-            ? {
-                ...r,
-                expr: r.expr.replace('service="_example"', 'service="b"'),
-                ...(r.labels?.le ? { labels: { ...r.labels, le: "1" } } : {}),
-              }
-            : r,
-        ),
-      }));
-      expect(JSON.stringify(groups).match(/service=\\"b\\"/g)).toHaveLength(2);
-      writeFileSync(join(dir, "rules.yaml"), stringify({ groups }));
+      writeFileSync(join(dir, "rules.yaml"), stringify({ groups: rulesDoc.spec.groups }));
       writeFileSync(join(dir, "tests.yaml"), PROMTOOL_TESTS);
       const run = (...args: string[]) => {
         try {

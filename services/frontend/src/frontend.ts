@@ -47,6 +47,9 @@ export class Frontend {
   private readonly services = new Map<string, ServiceState>();
   private readonly random: Random;
   private readonly requests: Counter<"service" | "code">;
+  private readonly withinSlo: Counter<"service">;
+  private readonly sloLatency: Gauge<"service">;
+  private readonly sloObjective: Gauge<"service">;
   private readonly latency: Histogram<"service">;
   private readonly inUse: Gauge<"service">;
   private readonly frontendsGauge: Gauge<"service">;
@@ -61,6 +64,24 @@ export class Frontend {
       name: "infergrid_frontend_requests_total",
       help: "Requests answered, by service and status",
       labelNames: ["service", "code"],
+      registers,
+    });
+    this.withinSlo = new Counter({
+      name: "infergrid_frontend_requests_within_slo_total",
+      help: "Requests answered OK within the service's RT_max: the hits of the frontend's SLA accounting, which counts every request infergrid_frontend_requests_total counts for a registered service except the clients' own errors (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED)",
+      labelNames: ["service"],
+      registers,
+    });
+    this.sloLatency = new Gauge({
+      name: "infergrid_frontend_slo_latency_seconds",
+      help: "RT_max: the service's registered latency threshold (Sla.latency_threshold_ms), in seconds",
+      labelNames: ["service"],
+      registers,
+    });
+    this.sloObjective = new Gauge({
+      name: "infergrid_frontend_slo_objective_ratio",
+      help: "SL_min: the share of requests the service's SLA wants answered OK within RT_max (Sla.percentile / 100)",
+      labelNames: ["service"],
       registers,
     });
     this.latency = new Histogram({
@@ -122,8 +143,14 @@ export class Frontend {
   onServiceChange(name: string, entry: ServiceView | undefined): void {
     if (!entry) {
       this.services.delete(name);
+      this.sloLatency.remove({ service: name });
+      this.sloObjective.remove({ service: name });
       return;
     }
+    this.sloLatency.set({ service: name }, entry.sla.rtMaxMs / 1000);
+    this.sloObjective.set({ service: name }, entry.sla.slMin);
+    // Exported from the start, so that a service whose every request fails shows 0 rather than no series.
+    this.withinSlo.inc({ service: name }, 0);
     this.rescale(name, entry, Date.now());
   }
 
@@ -241,9 +268,11 @@ export class Frontend {
       );
       const totalMs = Date.now() - arrived;
       const st = this.state(service);
-      st.window.recordCompletion(totalMs, totalMs <= entry.sla.rtMaxMs, result.reply.computeMs || undefined);
+      const withinSlo = totalMs <= entry.sla.rtMaxMs;
+      st.window.recordCompletion(totalMs, withinSlo, result.reply.computeMs || undefined);
       st.sla.record(totalMs);
       this.requests.inc({ service: label, code: "OK" });
+      if (withinSlo) this.withinSlo.inc({ service: label });
       this.latency.observe({ service: label }, totalMs / 1000);
       return encodeRoutedInferResponse({
         requestId: request.requestId,

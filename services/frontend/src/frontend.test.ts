@@ -1,0 +1,138 @@
+/**
+ * The Frontend's SLO metrics: the service's RT_max and SL_min as gauges from its registry entry, and the requests
+ * answered OK within RT_max, counted exactly as the frontend's own SLA accounting (its load reports) counts them.
+ * The dispatcher is a stand-in that answers after a set time or fails; the clock is faked.
+ */
+import { control, decodeRoutedInfer, inference } from "@infergrid/proto";
+import { createLogger, GrpcStatusError, grpc, type NatsConnection, statusOf } from "@infergrid/runtime";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { BackendTracker } from "./backend-tracker.js";
+import type { Dispatcher, DispatchResult } from "./dispatcher.js";
+import { Frontend } from "./frontend.js";
+import { StaticScaler } from "./service-scaler.js";
+import { type ServiceTable, type ServiceView, toView } from "./service-table.js";
+import type { Warmer } from "./warmer.js";
+
+const logger = createLogger("test", "frontend-test", "silent");
+
+function view(name: string, latencyThresholdMs: number, percentile: number): ServiceView {
+  const v = toView(
+    name,
+    control.ServiceEntry.create({
+      spec: { name, sla: { latencyThresholdMs, percentile } },
+      backends: [{ backendId: "b1", address: "127.0.0.1:1" }],
+      version: 1,
+    }),
+  );
+  if (typeof v === "string") throw new Error(v);
+  return v;
+}
+
+function request(service: string, requestId: string) {
+  return decodeRoutedInfer(inference.InferRequest.encode({ service, requestId, inputs: { x: { dims: [1], data: [1] } } }).finish());
+}
+
+/** A Frontend over a table it is told about, a dispatcher that takes `outcomes[requestId]`, and a recording NATS. */
+function setUp(outcomes: Record<string, number | "fail">) {
+  const entries = new Map<string, ServiceView>();
+  const table = { get: (name: string) => entries.get(name), names: () => [...entries.keys()] } as unknown as ServiceTable;
+  const dispatcher = {
+    dispatch: async (_target: unknown, req: { requestId: string }): Promise<DispatchResult> => {
+      const outcome = outcomes[req.requestId];
+      if (outcome === undefined || outcome === "fail") throw new GrpcStatusError(grpc.status.UNAVAILABLE, "no backend took it");
+      vi.setSystemTime(Date.now() + outcome);
+      return { reply: { status: 0, report: null, outputs: [], computeMs: 1 }, backendId: "b1", attempts: 1 };
+    },
+  } as unknown as Dispatcher;
+  const published: { subject: string; data: Uint8Array }[] = [];
+  const nc = { publish: (subject: string, data: Uint8Array) => published.push({ subject, data }) } as unknown as NatsConnection;
+  const metrics = new Registry();
+  const frontend = new Frontend({
+    id: "fe-1",
+    table,
+    tracker: new BackendTracker(5_000),
+    dispatcher,
+    warmer: { warm: () => {} } as unknown as Warmer,
+    newScaler: () => new StaticScaler(),
+    requestTimeoutMs: 10_000,
+    nc,
+    metrics,
+    logger,
+  });
+  const change = (name: string, entry: ServiceView | undefined) => {
+    if (entry) entries.set(name, entry);
+    else entries.delete(name);
+    frontend.onServiceChange(name, entry);
+  };
+  const value = async (metric: string, labels: Record<string, string>) => {
+    const found = (await metrics.getSingleMetric(metric)?.get())?.values.find((v) =>
+      Object.entries(labels).every(([k, l]) => v.labels[k] === l),
+    );
+    return found?.value;
+  };
+  const reports = () => published.map((p) => control.LoadReport.decode(p.data));
+  return { frontend, change, value, reports };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("Frontend SLO metrics", () => {
+  it("exports RT_max and SL_min from the service's entry, follows changes, and removes them with the service", async () => {
+    const { change, value } = setUp({});
+    change("svc", view("svc", 250, 99.5));
+    expect(await value("infergrid_frontend_slo_latency_seconds", { service: "svc" })).toBe(0.25);
+    expect(await value("infergrid_frontend_slo_objective_ratio", { service: "svc" })).toBe(0.995);
+    // No request yet: the counter is there, at 0.
+    expect(await value("infergrid_frontend_requests_within_slo_total", { service: "svc" })).toBe(0);
+    change("other", view("other", 1_000, 0));
+    expect(await value("infergrid_frontend_slo_latency_seconds", { service: "other" })).toBe(1);
+    // percentile 0: the Swayam default SL_min.
+    expect(await value("infergrid_frontend_slo_objective_ratio", { service: "other" })).toBe(0.99);
+
+    change("svc", view("svc", 2_000, 90));
+    expect(await value("infergrid_frontend_slo_latency_seconds", { service: "svc" })).toBe(2);
+    expect(await value("infergrid_frontend_slo_objective_ratio", { service: "svc" })).toBe(0.9);
+
+    change("svc", undefined);
+    expect(await value("infergrid_frontend_slo_latency_seconds", { service: "svc" })).toBeUndefined();
+    expect(await value("infergrid_frontend_slo_objective_ratio", { service: "svc" })).toBeUndefined();
+    expect(await value("infergrid_frontend_slo_latency_seconds", { service: "other" })).toBe(1);
+  });
+
+  it("counts the requests answered OK within RT_max, as the SLA accounting's load report does", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    // RT_max 100 ms: 40 ms and 100 ms are within it, 150 ms is not; a failure and the clients' errors are not.
+    const { frontend, change, value, reports } = setUp({ fast: 40, edge: 100, slow: 150, failed: "fail" });
+    change("svc", view("svc", 100, 95));
+    for (const id of ["fast", "edge", "slow"]) await frontend.infer(request("svc", id), undefined);
+    const codes: string[] = [];
+    // A request id over 128 characters is the client's error (INVALID_ARGUMENT), an unregistered service too (NOT_FOUND).
+    for (const [service, id] of [
+      ["svc", "failed"],
+      ["svc", "x".repeat(129)],
+      ["nope", "fast"],
+    ] as const)
+      codes.push(
+        await frontend.infer(request(service, id), undefined).then(
+          () => "OK",
+          (err: unknown) => grpc.status[statusOf(err).code],
+        ),
+      );
+    expect(codes).toEqual(["UNAVAILABLE", "INVALID_ARGUMENT", "NOT_FOUND"]);
+
+    expect(await value("infergrid_frontend_requests_within_slo_total", { service: "svc" })).toBe(2);
+    expect(await value("infergrid_frontend_requests_total", { service: "svc", code: "OK" })).toBe(3);
+    expect(await value("infergrid_frontend_requests_total", { service: "svc", code: "UNAVAILABLE" })).toBe(1);
+    expect(await value("infergrid_frontend_requests_total", { service: "svc", code: "INVALID_ARGUMENT" })).toBe(1);
+    expect(await value("infergrid_frontend_requests_total", { service: "_unknown", code: "NOT_FOUND" })).toBe(1);
+    expect(await value("infergrid_frontend_requests_within_slo_total", { service: "_unknown" })).toBeUndefined();
+
+    // The load report's SLA accounting: the same hits, out of the requests less the clients' errors.
+    frontend.publishLoad(Date.now());
+    const [report] = reports();
+    expect(report).toMatchObject({ service: "svc", withinSlo: 2, completed: 3, failed: 1 });
+  });
+});
