@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every set-up step for a fresh Debian machine that has only Node and npm: pnpm, the workspace's
-# dependencies, a real nats-server, Chromium for the console's browser test, and the build. Safe to run again: each step is skipped when done.
+# dependencies, a real nats-server, Chromium for the console's browser test, promtool for the alert
+# rules' tests, and the build. Safe to run again: each step is skipped when done.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,6 +38,17 @@ if ! command -v chromium >/dev/null 2>&1 && [ -z "${CHROMIUM_BIN:-}" ]; then
   log "installing chromium (Debian package)"
   as_root apt-get update -qq >/dev/null
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+
+if ! command -v promtool >/dev/null 2>&1 && [ ! -x .tools/promtool ]; then
+  # promtool alone, out of Debian's prometheus package (the package installs ~316 MiB with its web UI's
+  # dependencies; this is one 48 MiB binary), into .tools/ (gitignored), for the alert rules' unit tests.
+  log "fetching promtool (from Debian's prometheus package)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 || { as_root apt-get update -qq >/dev/null && apt-get download prometheus >/dev/null; }; })
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  mkdir -p .tools && install -m 0755 "$tmp/x/usr/bin/promtool" .tools/promtool
+  rm -rf "$tmp"
 fi
 
 stamp=node_modules/.infergrid-install-stamp

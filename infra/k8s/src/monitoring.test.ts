@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parser } from "@prometheus-io/lezer-promql";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
@@ -720,9 +721,11 @@ describe("infra/k8s/monitoring/infergrid-dashboard.json", () => {
   });
 });
 
-/** promtool (env PROMTOOL, else the PATH; Debian's `prometheus` package has it), or undefined. */
+/** promtool (env PROMTOOL, else .tools/promtool as infra/scripts/setup.sh fetches it, else the PATH), or undefined. */
 function findPromtool(): string | undefined {
   if (process.env.PROMTOOL) return process.env.PROMTOOL;
+  const fetched = fileURLToPath(new URL("../../../.tools/promtool", import.meta.url));
+  if (existsSync(fetched)) return fetched;
   for (const dir of (process.env.PATH ?? "").split(delimiter)) {
     const candidate = join(dir, "promtool");
     if (dir && existsSync(candidate)) return candidate;
@@ -892,13 +895,13 @@ tests:
 `;
 
 const promtool = findPromtool();
-if (!promtool)
-  process.stderr.write(
-    "infra/k8s/monitoring: SKIPPED: promtool not found (PATH or env PROMTOOL); the rules were not evaluated. " +
-      "infra/scripts/setup.sh does not install it: Debian's prometheus package, even without recommends, installs about " +
-      "316 MiB (94 MiB of it prometheus, 213 MiB libjs-moment-timezone for its web UI). `apt-get install --no-install-recommends " +
-      "prometheus` or PROMTOOL=<path> runs these tests.\n",
-  );
+
+describe("promtool", () => {
+  it("is there to evaluate the rules (infra/scripts/setup.sh fetches it into .tools/; INFERGRID_NO_PROMTOOL=1 skips on purpose)", () => {
+    if (process.env.INFERGRID_NO_PROMTOOL === "1") return;
+    expect(promtool, "promtool: run infra/scripts/setup.sh, or set PROMTOOL=<path>").toBeDefined();
+  });
+});
 
 describe.skipIf(!promtool)("infra/k8s/monitoring/alerts.yaml evaluated by promtool", () => {
   it("records the SLI and burn rates per service and fires each alert when it should, and only then", () => {
