@@ -38,6 +38,8 @@ export interface ClusterShape {
   brokerEnv?: Record<string, string>;
   /** Given to every service (before the per-role env), e.g. NATS auth and TLS settings. */
   env?: Record<string, string>;
+  /** Given to one instance by its id (allocator, backend-<i>, frontend-<i>, broker), after the rest: its own credentials. */
+  instanceEnv?: (id: string) => Record<string, string>;
   /** Options of the nats-server (extra arguments for TLS and auth). */
   nats?: NatsServerOptions;
   /** Credentials of the test's own gRPC clients (brokerClient, adminClient); plaintext by default. */
@@ -48,14 +50,20 @@ export interface ClusterShape {
 export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
   const nats = await startNatsServer(shape.nats);
   const started: ServiceProcess[] = [];
-  const env = (extra?: Record<string, string>) => ({ ...FAST, INFERGRID_NATS_URL: nats.url, ...shape.env, ...extra });
+  const env = (extra: Record<string, string> & { INFERGRID_ID: string }) => ({
+    ...FAST,
+    INFERGRID_NATS_URL: nats.url,
+    ...shape.env,
+    ...extra,
+    ...shape.instanceEnv?.(extra.INFERGRID_ID),
+  });
   const client = (address: string) =>
     shape.grpcClient === undefined
       ? createClient(address)
       : new grpc.Client(address, shape.grpcClient.credentials, shape.grpcClient.options ?? {});
   try {
     const allocator = await startService("global-allocator", {
-      env: env({ INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
+      env: env({ INFERGRID_ID: "allocator", INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
     });
     started.push(allocator);
     // Every start is awaited to its end (none left half-started), then any failure stops them all.
@@ -69,7 +77,7 @@ export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
           env: env({ INFERGRID_ID: `frontend-${i}`, INFERGRID_AUTOSCALE_MS: "250", ...shape.frontendEnv }),
         }),
       ),
-      startService("broker", { env: env({ INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
+      startService("broker", { env: env({ INFERGRID_ID: "broker", INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
     ];
     const up = await startAll(starts);
     started.push(...up);

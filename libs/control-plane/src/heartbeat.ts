@@ -1,5 +1,6 @@
 import { control } from "@infergrid/proto";
-import { type NatsConnection, publishMessage } from "@infergrid/runtime";
+import { type Logger, LogThrottle, type NatsConnection, publishMessage, type Subscription, subscribeMessages } from "@infergrid/runtime";
+import { heartbeatIdentityProblem } from "./nats-permissions.js";
 import { type RoleName, roleEnum, subjects } from "./subjects.js";
 
 export interface HeartbeatOptions {
@@ -42,4 +43,37 @@ export function startHeartbeat(nc: NatsConnection, options: HeartbeatOptions): {
       beat(true);
     },
   };
+}
+
+const refusedLines = new LogThrottle();
+
+/**
+ * Subscribes to heartbeats, keeping only those whose role and id are their subject's (heartbeatIdentityProblem):
+ * NATS permissions let each identity publish only its own subject, so what passes here speaks for its sender.
+ * A refused one is dropped and logged (at most 5 lines per subject in 10 s).
+ */
+export function subscribeHeartbeats(
+  nc: NatsConnection,
+  subject: string,
+  logger: Logger,
+  handle: (hb: control.Heartbeat) => void,
+  options: { onGarbled?: (subject: string) => void } = {},
+): Subscription {
+  return subscribeMessages(
+    nc,
+    subject,
+    control.Heartbeat,
+    logger,
+    (hb, on) => {
+      const problem = heartbeatIdentityProblem(on, hb);
+      if (problem === undefined) return handle(hb);
+      const { write, suppressed } = refusedLines.admit(on, Date.now());
+      if (write)
+        logger.warn(
+          { subject: on, problem, ...(suppressed > 0 ? { suppressed } : {}) },
+          "dropped a heartbeat that speaks for another member",
+        );
+    },
+    options,
+  );
 }

@@ -18,6 +18,8 @@ export interface NatsServerHandle {
   kill(): Promise<void>;
   /** Starts it again on the same port and store (JetStream state survives). */
   restart(): Promise<void>;
+  /** The server's latest output (stderr, the last 64 KiB): its errors and permission violations. */
+  output(): string;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -102,7 +104,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
     child = proc;
     proc.stderr?.on("data", (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-4000);
+      stderr = (stderr + d.toString()).slice(-65_536);
     });
     const end = Date.now() + 10_000;
     while (Date.now() < end) {
@@ -143,6 +145,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     }
   });
   const handle: NatsServerHandle = {
+    output: () => stderr,
     get url() {
       return `nats://127.0.0.1:${port}`;
     },

@@ -1,16 +1,7 @@
-import { type MembershipTable, subjects } from "@infergrid/control-plane";
+import { type MembershipTable, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
 import { isDeliberate, unavailableMetadata } from "@infergrid/dataplane";
-import { control, RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
-import {
-  type ClientCache,
-  GrpcStatusError,
-  grpc,
-  type Logger,
-  type NatsConnection,
-  statusOf,
-  subscribeMessages,
-  unaryCall,
-} from "@infergrid/runtime";
+import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
+import { type ClientCache, GrpcStatusError, grpc, type Logger, type NatsConnection, statusOf, unaryCall } from "@infergrid/runtime";
 import type { FrontendRotation } from "./frontend-rotation.js";
 
 /** Statuses that mean the frontend was never reached or went away mid-call: try another one. */
@@ -94,10 +85,9 @@ export class Forwarder {
 
 /** Keeps the membership table fed from frontend heartbeats. */
 export function watchFrontends(nc: NatsConnection, members: MembershipTable<null>, logger: Logger, onGarbled: () => void): void {
-  subscribeMessages(
+  subscribeHeartbeats(
     nc,
     subjects.heartbeatsOf("frontend"),
-    control.Heartbeat,
     logger,
     (hb) => {
       if (!hb.id || !hb.address) return;

@@ -1,4 +1,4 @@
-import { subjects } from "@infergrid/control-plane";
+import { subjects, subscribeHeartbeats } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { type Logger, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
@@ -32,10 +32,8 @@ export function collect(
       (r) => refused("load report", r.service, signals.onLoadReport(r, now())),
       { onGarbled },
     ),
-    subscribeMessages(nc, subjects.heartbeatsOf("backend"), control.Heartbeat, log, (hb) => allocator.onBackendHeartbeat(hb, now()), {
-      onGarbled,
-    }),
-    subscribeMessages(nc, subjects.allHeartbeats, control.Heartbeat, log, (hb) => allocator.onMemberHeartbeat(hb, now()), { onGarbled }),
+    subscribeHeartbeats(nc, subjects.heartbeatsOf("backend"), log, (hb) => allocator.onBackendHeartbeat(hb, now()), { onGarbled }),
+    subscribeHeartbeats(nc, subjects.allHeartbeats, log, (hb) => allocator.onMemberHeartbeat(hb, now()), { onGarbled }),
     subscribeMessages(nc, subjects.poolEvents, control.PoolEvent, log, (event) => allocator.onPoolEvent(event), { onGarbled }),
   ];
 }

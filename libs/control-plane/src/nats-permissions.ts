@@ -1,0 +1,117 @@
+import { control } from "@infergrid/proto";
+import { allJobItems, JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET, REGISTRY_BUCKET, type RoleName, subjects } from "./subjects.js";
+
+/**
+ * Least privilege on NATS: what each identity may publish and subscribe to, as nats-server permissions.
+ * Every process connects as its own user (its instance id) and may publish only its own heartbeat
+ * subject, so together with `heartbeatIdentityProblem` (a heartbeat's id must be its subject's) no process
+ * can speak for another. Only the allocator writes the registry, plans, job records and job items.
+ */
+export type NatsRole = RoleName | "console" | "observer";
+
+export interface NatsPermissions {
+  publish: { allow: string[]; deny: string[] };
+  subscribe: { allow: string[]; deny: string[] };
+}
+
+const INBOX = "_INBOX.>";
+
+/** JetStream's API for reading KV buckets and consuming streams (watches, gets, pull consumers). */
+const JS_CLIENT = ["$JS.API.>", "$JS.FC.>"];
+
+/**
+ * What no one but the allocator may do through JetStream: write the registry or the job records (KV writes,
+ * deletes and purges are publishes to $KV.<bucket>.>), rewrite or remove a stream or its messages.
+ */
+const JS_WRITES_DENIED = [
+  `$KV.${REGISTRY_BUCKET}.>`,
+  `$KV.${JOBS_BUCKET}.>`,
+  "$JS.API.STREAM.UPDATE.>",
+  "$JS.API.STREAM.DELETE.>",
+  "$JS.API.STREAM.PURGE.>",
+  "$JS.API.STREAM.MSG.DELETE.>",
+  `$JS.API.CONSUMER.DELETE.${JOB_ITEMS_STREAM}.>`,
+];
+
+/** Taking (and acknowledging) job items: the backends' and the allocator's business only. */
+const JOB_CONSUMING = [`$JS.API.CONSUMER.MSG.NEXT.${JOB_ITEMS_STREAM}.>`, `$JS.ACK.${JOB_ITEMS_STREAM}.>`];
+
+export function rolePermissions(role: NatsRole, id: string): NatsPermissions {
+  const own = (r: RoleName) => subjects.heartbeat(r, id);
+  switch (role) {
+    case "allocator":
+      return {
+        publish: { allow: [own("allocator"), subjects.plan, subjects.poolEvents, allJobItems, "$KV.>", "$JS.>"], deny: [] },
+        subscribe: { allow: ["ig.>", INBOX], deny: [] },
+      };
+    case "frontend":
+      return {
+        publish: { allow: [own("frontend"), subjects.allLoad, ...JS_CLIENT], deny: [...JS_WRITES_DENIED, ...JOB_CONSUMING] },
+        subscribe: { allow: [INBOX], deny: [] },
+      };
+    case "backend":
+      return {
+        publish: {
+          allow: [own("backend"), subjects.poolEvents, `$KV.${JOB_RESULTS_BUCKET}.>`, ...JS_CLIENT, `$JS.ACK.${JOB_ITEMS_STREAM}.>`],
+          deny: JS_WRITES_DENIED,
+        },
+        subscribe: { allow: [INBOX], deny: [] },
+      };
+    case "broker":
+      return {
+        publish: { allow: [own("broker")], deny: [] },
+        subscribe: { allow: [subjects.heartbeatsOf("frontend"), INBOX], deny: [] },
+      };
+    case "predictor":
+      return {
+        publish: { allow: [own("predictor"), subjects.allForecasts], deny: [] },
+        subscribe: { allow: [subjects.allLoad, INBOX], deny: [] },
+      };
+    case "console":
+    case "observer":
+      // Reads everything the control plane says, says nothing.
+      return {
+        publish: { allow: JS_CLIENT, deny: [...JS_WRITES_DENIED, ...JOB_CONSUMING] },
+        subscribe: { allow: ["ig.>", INBOX], deny: [] },
+      };
+  }
+}
+
+export interface NatsUser {
+  user: string;
+  password: string;
+  role: NatsRole;
+}
+
+const q = (s: string) => JSON.stringify(s);
+const list = (xs: readonly string[]) => `[${xs.map(q).join(", ")}]`;
+
+/** nats-server's `authorization` block for these users, each with its role's permissions (its user name is its id). */
+export function natsAuthorization(users: readonly NatsUser[]): string {
+  const entries = users.map((u) => {
+    const p = rolePermissions(u.role, u.user);
+    const side = (s: { allow: string[]; deny: string[] }) =>
+      s.deny.length > 0 ? `{ allow: ${list(s.allow)}, deny: ${list(s.deny)} }` : `{ allow: ${list(s.allow)} }`;
+    return `    { user: ${q(u.user)}, password: ${q(u.password)}, permissions: { publish: ${side(p.publish)}, subscribe: ${side(p.subscribe)} } }`;
+  });
+  return `authorization {\n  users = [\n${entries.join(",\n")}\n  ]\n}\n`;
+}
+
+const ROLE_TOKENS: Record<number, RoleName> = {
+  [control.Role.ROLE_BROKER]: "broker",
+  [control.Role.ROLE_FRONTEND]: "frontend",
+  [control.Role.ROLE_BACKEND]: "backend",
+  [control.Role.ROLE_PREDICTOR]: "predictor",
+  [control.Role.ROLE_ALLOCATOR]: "allocator",
+};
+
+/**
+ * A heartbeat speaks for the member its subject names: its role and id must be the subject's. With each
+ * identity allowed to publish only its own subject, a process cannot announce, drain or impersonate another.
+ */
+export function heartbeatIdentityProblem(subject: string, hb: control.Heartbeat): string | undefined {
+  const role = ROLE_TOKENS[hb.role ?? 0];
+  if (!role) return `heartbeat on ${subject} has no known role`;
+  const expected = subjects.heartbeat(role, hb.id ?? "");
+  return subject === expected ? undefined : `heartbeat for ${role} ${JSON.stringify(hb.id ?? "")} arrived on ${subject}, not ${expected}`;
+}
