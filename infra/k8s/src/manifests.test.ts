@@ -1,3 +1,4 @@
+import { KUBERNETES_NATS_USERS, natsAuthorization } from "@infergrid/control-plane";
 import { describe, expect, it } from "vitest";
 import { findKubectl, type K8sObject, overlays, render, validate } from "./render.js";
 
@@ -91,7 +92,6 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
       data: Record<string, string>;
     };
     expect(conf.data["nats.conf"]).toMatch(/jetstream\s*\{[^}]*store_dir: \/data/);
-    expect(conf.data["nats.conf"]).toMatch(/authorization\s*\{\s*user: \$NATS_USER\s*password: \$NATS_PASSWORD/);
   });
 
   it("selects each workload's own pods", () => {
@@ -128,19 +128,30 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     }
   });
 
-  it("gives every service the NATS account from the Secret, never a literal", () => {
+  it("gives every service its role's NATS user, the password from the Secret (never a literal), and NATS those users' permissions", () => {
     const secretNames = byKind(objects, "Secret").map((s) => s.metadata.name);
+    const roleOf = (name: string) => (name === "global-allocator" ? "allocator" : name.startsWith("backend") ? "backend" : name);
     for (const w of byKind<Workload>(objects, "Deployment")) {
       const env = w.spec.template.spec.containers[0]!.env ?? [];
-      const user = env.find((e) => e.name === "INFERGRID_NATS_USER")?.valueFrom?.secretKeyRef;
+      const role = roleOf(w.metadata.name);
+      expect(env.find((e) => e.name === "INFERGRID_NATS_USER")?.value, w.metadata.name).toBe(role);
       const pass = env.find((e) => e.name === "INFERGRID_NATS_PASS")?.valueFrom?.secretKeyRef;
-      expect(user?.key).toBe("user");
-      expect(pass?.key).toBe("password");
-      expect(user?.name).toBe(pass?.name);
+      expect(pass, w.metadata.name).toEqual({ name: expect.stringMatching(/^infergrid-nats-auth/), key: `${role}-password` });
       // local ships a generated development Secret; production expects one made outside git.
       if (overlay === "local") expect(secretNames).toContain(pass?.name);
       else expect(secretNames).toEqual([]);
     }
+    // The server's users are the roles, each with libs/control-plane's permissions, passwords from the same Secret.
+    const conf = objects.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("nats-config")) as K8sObject & {
+      data: Record<string, string>;
+    };
+    expect(conf.data["nats.conf"]).toContain(natsAuthorization(KUBERNETES_NATS_USERS));
+    const nats = named<Workload>(objects, "StatefulSet", "nats").spec.template.spec.containers[0]!;
+    for (const u of KUBERNETES_NATS_USERS)
+      expect(nats.env?.find((e) => e.name === u.passwordEnv)?.valueFrom?.secretKeyRef, u.user).toEqual({
+        name: expect.stringMatching(/^infergrid-nats-auth/),
+        key: `${u.user}-password`,
+      });
   });
 
   it("declares the backends resizable in place: CPU resizes never restart them, and they and the allocator share the control token", () => {

@@ -79,20 +79,34 @@ export function rolePermissions(role: NatsRole, id: string): NatsPermissions {
 
 export interface NatsUser {
   user: string;
-  password: string;
   role: NatsRole;
+  /** The password, or `passwordEnv`: the name of an environment variable nats-server reads it from (a Secret). */
+  password?: string;
+  passwordEnv?: string;
+  /** The id its heartbeats carry (default: the user). "*": a user shared by every instance of the role. */
+  id?: string;
 }
 
 const q = (s: string) => JSON.stringify(s);
 const list = (xs: readonly string[]) => `[${xs.map(q).join(", ")}]`;
 
+/**
+ * The users of a Kubernetes deployment: one per role, shared by the role's pods (their heartbeats' ids are pod
+ * names, so a pod may publish any heartbeat of its role), passwords from the environment (Secret
+ * infergrid-nats-auth, key <role>-password, as NATS_<ROLE>_PASSWORD).
+ */
+export const KUBERNETES_NATS_USERS: readonly NatsUser[] = (
+  ["allocator", "frontend", "backend", "broker", "predictor", "console"] as const
+).map((role) => ({ user: role, role, id: "*", passwordEnv: `NATS_${role.toUpperCase()}_PASSWORD` }));
+
 /** nats-server's `authorization` block for these users, each with its role's permissions (its user name is its id). */
 export function natsAuthorization(users: readonly NatsUser[]): string {
   const entries = users.map((u) => {
-    const p = rolePermissions(u.role, u.user);
+    const p = rolePermissions(u.role, u.id ?? u.user);
     const side = (s: { allow: string[]; deny: string[] }) =>
       s.deny.length > 0 ? `{ allow: ${list(s.allow)}, deny: ${list(s.deny)} }` : `{ allow: ${list(s.allow)} }`;
-    return `    { user: ${q(u.user)}, password: ${q(u.password)}, permissions: { publish: ${side(p.publish)}, subscribe: ${side(p.subscribe)} } }`;
+    const password = u.passwordEnv !== undefined ? `$${u.passwordEnv}` : q(u.password ?? "");
+    return `    { user: ${q(u.user)}, password: ${password}, permissions: { publish: ${side(p.publish)}, subscribe: ${side(p.subscribe)} } }`;
   });
   return `authorization {\n  users = [\n${entries.join(",\n")}\n  ]\n}\n`;
 }
