@@ -1,3 +1,4 @@
+import { roleNameOf } from "@infergrid/control-plane";
 import { backend, type consoleView, control } from "@infergrid/proto";
 
 type ServiceView = consoleView.ServiceView.$Properties;
@@ -40,14 +41,6 @@ const STATE_NAMES: Record<number, BackendStateName> = {
   [backend.BackendState.BACKEND_STATE_WARM_IDLE]: "warm",
   [backend.BackendState.BACKEND_STATE_BUSY]: "busy",
   [backend.BackendState.BACKEND_STATE_DRAINING]: "draining",
-};
-
-const ROLE_NAMES: Record<number, string> = {
-  [control.Role.ROLE_BROKER]: "broker",
-  [control.Role.ROLE_FRONTEND]: "frontend",
-  [control.Role.ROLE_BACKEND]: "backend",
-  [control.Role.ROLE_PREDICTOR]: "predictor",
-  [control.Role.ROLE_ALLOCATOR]: "allocator",
 };
 
 const EVENT_NAMES: Record<number, string> = {
@@ -175,7 +168,7 @@ export class ClusterView {
       });
       return;
     }
-    const role = ROLE_NAMES[hb.role ?? 0];
+    const role = roleNameOf(hb.role);
     if (!role) return;
     const key = `${role}/${id}`;
     if (hb.draining) {

@@ -1,5 +1,14 @@
-import { control } from "@infergrid/proto";
-import { allJobItems, JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET, REGISTRY_BUCKET, type RoleName, subjects } from "./subjects.js";
+import type { control } from "@infergrid/proto";
+import {
+  allJobItems,
+  JOB_ITEMS_STREAM,
+  JOB_RESULTS_BUCKET,
+  JOBS_BUCKET,
+  REGISTRY_BUCKET,
+  type RoleName,
+  roleNameOf,
+  subjects,
+} from "./subjects.js";
 
 /**
  * Least privilege on NATS: what each identity may publish and subscribe to, as nats-server permissions.
@@ -111,20 +120,12 @@ export function natsAuthorization(users: readonly NatsUser[]): string {
   return `authorization {\n  users = [\n${entries.join(",\n")}\n  ]\n}\n`;
 }
 
-const ROLE_TOKENS: Record<number, RoleName> = {
-  [control.Role.ROLE_BROKER]: "broker",
-  [control.Role.ROLE_FRONTEND]: "frontend",
-  [control.Role.ROLE_BACKEND]: "backend",
-  [control.Role.ROLE_PREDICTOR]: "predictor",
-  [control.Role.ROLE_ALLOCATOR]: "allocator",
-};
-
 /**
  * A heartbeat speaks for the member its subject names: its role and id must be the subject's. With each
  * identity allowed to publish only its own subject, a process cannot announce, drain or impersonate another.
  */
 export function heartbeatIdentityProblem(subject: string, hb: control.Heartbeat): string | undefined {
-  const role = ROLE_TOKENS[hb.role ?? 0];
+  const role = roleNameOf(hb.role);
   if (!role) return `heartbeat on ${subject} has no known role`;
   const expected = subjects.heartbeat(role, hb.id ?? "");
   return subject === expected ? undefined : `heartbeat for ${role} ${JSON.stringify(hb.id ?? "")} arrived on ${subject}, not ${expected}`;
