@@ -21,6 +21,8 @@ export interface LocalActuatorOptions {
   entry: string;
   /** Environment for every backend on top of this process's (NATS URL, credentials, timings). */
   env?: Record<string, string>;
+  /** Variables of this process's environment the children must not inherit (another identity's secrets). */
+  unsetEnv?: readonly string[];
   /** The instance type every backend of this pool reports (INFERGRID_INSTANCE_TYPE); default: the backend's own. */
   instanceType?: string;
   /** Backend ids are `${idPrefix}-${n}`, n counting up from 0 and never reused. */
@@ -171,6 +173,7 @@ export class LocalProcessActuator implements PoolActuator {
     };
     // The pool's own token only: a token file inherited from this process would be a second one (refused).
     delete env.INFERGRID_CONTROL_TOKEN_FILE;
+    for (const name of this.options.unsetEnv ?? []) delete env[name];
     const proc = spawn(this.options.nodePath ?? process.execPath, [this.options.entry], { env, stdio: ["ignore", "pipe", "pipe"] });
     // "error" (the binary could not be started) rejects once(): the child is gone either way.
     const exited = once(proc, "exit")

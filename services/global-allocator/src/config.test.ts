@@ -86,5 +86,9 @@ describe("--pool-types", () => {
     ]);
     expect(c({ INFERGRID_BUDGET_PER_HOUR: "2.5", INFERGRID_INSTANCE_TYPES: prices })).toEqual([]);
     expect(() => load({ INFERGRID_BUDGET_PER_HOUR: "-1" })).toThrow(/--budget-per-hour \/ INFERGRID_BUDGET_PER_HOUR/);
+    expect(c({ INFERGRID_POOL_BACKEND_NATS_USER: "pool-backends" })).toEqual([
+      "--pool-backend-nats-user and --pool-backend-nats-pass-file: give both or neither",
+    ]);
+    expect(c({ INFERGRID_POOL_BACKEND_NATS_USER: "pool-backends", INFERGRID_POOL_BACKEND_NATS_PASS_FILE: "/run/pass" })).toEqual([]);
   });
 });

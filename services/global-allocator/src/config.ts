@@ -120,6 +120,10 @@ export const allocatorConfig = z.object({
   poolNamespace: field.string("default").describe("kubernetes: the pool's namespace"),
   // kubernetes: a backend resized in place is told its new size through its Resize RPC, which needs the token.
   ...controlTokenConfigShape,
+  poolBackendNatsUser: field
+    .optionalString()
+    .describe("local: the NATS user the backends it starts connect as (with --pool-backend-nats-pass-file); default: this process's own"),
+  poolBackendNatsPassFile: field.optionalString().describe("local: the file holding that user's password"),
   poolBackendEntry: field
     .optionalString()
     .describe("local: the backend-worker's compiled entry (default: services/backend-worker/dist/main.js beside this service)"),
@@ -213,9 +217,12 @@ export type AllocatorConfig = z.infer<typeof allocatorConfig>;
  * pool no service can be given).
  */
 export function configProblems(
-  config: Pick<AllocatorConfig, "poolActuator" | "poolTypes" | "instanceTypes"> & Partial<Pick<AllocatorConfig, "budgetPerHour">>,
+  config: Pick<AllocatorConfig, "poolActuator" | "poolTypes" | "instanceTypes"> &
+    Partial<Pick<AllocatorConfig, "budgetPerHour" | "poolBackendNatsUser" | "poolBackendNatsPassFile">>,
 ): string[] {
   const problems: string[] = [];
+  if ((config.poolBackendNatsUser === undefined) !== (config.poolBackendNatsPassFile === undefined))
+    problems.push("--pool-backend-nats-user and --pool-backend-nats-pass-file: give both or neither");
   if (config.budgetPerHour !== undefined && config.instanceTypes === undefined)
     problems.push("--budget-per-hour / INFERGRID_BUDGET_PER_HOUR: needs --instance-types (the budget buys instances at their prices)");
   const pools = config.poolTypes;

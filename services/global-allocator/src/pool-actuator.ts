@@ -34,9 +34,20 @@ function single(config: AllocatorConfig, instanceId: string, logger: Logger, wor
   const typeTag = instanceType ? `-${instanceType.replace(/[^A-Za-z0-9_-]/g, "_")}` : "";
   return new LocalProcessActuator({
     entry: config.poolBackendEntry ?? fileURLToPath(new URL("../../backend-worker/dist/main.js", import.meta.url)),
-    // Children inherit this process's environment (NATS URL, credentials, TLS files, heartbeat);
-    // ports must be their own.
-    env: { INFERGRID_GRPC_PORT: "0", INFERGRID_METRICS_PORT: "0", INFERGRID_LOG_LEVEL: "warn" },
+    // Children inherit this process's environment (NATS URL, credentials, TLS files, heartbeat), but a
+    // backend's own NATS identity when one is given (the allocator's may write the registry; a backend's may
+    // not); ports must be their own.
+    env: {
+      INFERGRID_GRPC_PORT: "0",
+      INFERGRID_METRICS_PORT: "0",
+      INFERGRID_LOG_LEVEL: "warn",
+      ...(config.poolBackendNatsUser !== undefined
+        ? { INFERGRID_NATS_USER: config.poolBackendNatsUser, INFERGRID_NATS_PASS_FILE: config.poolBackendNatsPassFile ?? "" }
+        : {}),
+    },
+    ...(config.poolBackendNatsUser !== undefined
+      ? { unsetEnv: ["INFERGRID_NATS_PASS", "INFERGRID_NATS_TOKEN", "INFERGRID_NATS_TOKEN_FILE"] }
+      : {}),
     ...(instanceType ? { instanceType } : {}),
     // Unique per allocator instance: a restarted one never reuses the id of a backend it left behind.
     idPrefix: `${instanceId}-be${typeTag}`,
