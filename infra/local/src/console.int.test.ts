@@ -1,11 +1,10 @@
-import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { repoRoot } from "@infergrid/testkit";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type CliRun, freshRunDir, removeRunDir, runCli } from "./test-support.js";
+import { type CliRun, childWithId, freshRunDir, removeRunDir, runCli } from "./test-support.js";
 
 /**
  * The live console in a real browser: `npm start`'s CLI (real nats-server and service processes) with its
@@ -35,27 +34,6 @@ afterAll(async () => {
   await removeRunDir(dir);
 });
 
-/** The pid of the CLI's child whose INFERGRID_ID is `id` (read from /proc: the CLI starts every service). */
-function childWithId(cliPid: number, id: string): number | undefined {
-  let pids: string[];
-  try {
-    pids = execFileSync("pgrep", ["-P", String(cliPid)], { encoding: "utf8" })
-      .split("\n")
-      .filter(Boolean);
-  } catch {
-    return undefined;
-  }
-  for (const pid of pids) {
-    try {
-      const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
-      if (env.includes(`INFERGRID_ID=${id}`)) return Number(pid);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return undefined;
-}
-
 async function text(page: Page, selector: string): Promise<string> {
   return (await page.locator(selector).first().textContent({ timeout: 5_000 })) ?? "";
 }
@@ -82,7 +60,8 @@ describe("console in a real browser (npm start's cluster, headless Chromium)", (
     const progress: Progress[] = [];
     const run: Promise<CliRun<unknown>> = runCli(
       dir,
-      ["--duration", "50", "--backends", String(BACKENDS), "--frontends", "2", "--no-onnx"],
+      // --no-restart: the killed backend stays down (the supervisor would start it again within seconds).
+      ["--duration", "50", "--backends", String(BACKENDS), "--frontends", "2", "--no-onnx", "--no-restart"],
       {
         onLine: (line, pid) => {
           cliPid = pid;

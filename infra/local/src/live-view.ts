@@ -108,6 +108,21 @@ export class LiveView {
     }
   }
 
+  /**
+   * A line of news (a process died or was restarted) between frames: on a terminal it goes above the frame,
+   * which is drawn again below it at once while the view runs.
+   */
+  print(line: string): void {
+    if (!this.isTty) {
+      this.out.write(`${line}\n`);
+      return;
+    }
+    const erase = this.timer !== undefined && this.drawnLines > 0 ? `\x1b[${this.drawnLines}F\x1b[0J` : "";
+    this.out.write(`${erase}${line}\n`);
+    this.drawnLines = 0;
+    if (this.timer !== undefined) this.draw();
+  }
+
   /** Stops redrawing; the last frame stays on screen. */
   stop(): void {
     if (this.timer) clearInterval(this.timer);

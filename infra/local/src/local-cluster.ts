@@ -1,7 +1,9 @@
 import { existsSync } from "node:fs";
+import type { RestartBackoffOptions } from "@infergrid/core";
 import { findNatsServer, type ServiceName, serviceEntry } from "@infergrid/testkit";
 import type { ScalingPolicy } from "./options.js";
-import { type ChildHandle, startLoggedNats, startLoggedService } from "./processes.js";
+import { type ChildHandle, type SpawnOptions, startLoggedNats, startLoggedService } from "./processes.js";
+import { pinnedPortEnv, type Relaunch, type RestartCounts, type Supervised, type SupervisionEvent, Supervisor } from "./supervisor.js";
 
 /**
  * Time constants for a demo that replays hours in minutes: the services' defaults are the papers'
@@ -26,6 +28,27 @@ export const DEMO_TIMING = {
   forecastMaxAgeMs: 15_000,
   plannedColdStartMs: 1_000,
 } as const;
+
+/**
+ * Restarts of a process that died (Kubernetes' CrashLoopBackOff at demo speed; the kubelet waits 10 s doubling
+ * to 5 min, and trusts a container again after 10 min of running). The first restart after 1 s: about when the
+ * control plane has noticed the death (three 500 ms heartbeats), and a node service needs about that long to
+ * load anyway. Doubling to 30 s (five doublings, as 10 s to 5 min): a process that keeps dying costs one
+ * start (about a CPU-second of module loading) every 30 s, little beside the services on a two-core machine,
+ * and is still tried several times in a default run of 4 minutes. Reset after 60 s of running, twice the cap
+ * as Kubernetes' 10 min are twice its 5: longer than any start-up, shorter than a run, so a process that
+ * crashed once early and then ran a minute starts again from 1 s.
+ */
+export const DEMO_RESTART_BACKOFF: RestartBackoffOptions = { initialMs: 1_000, factor: 2, maxMs: 30_000, resetAfterMs: 60_000 };
+
+/** What happens to a process that dies once the cluster is up. */
+export interface Supervision {
+  /** false: it is reported and stays down (--no-restart). */
+  restart: boolean;
+  /** A process died, was restarted, or did not come back (live progress). */
+  onEvent?: (event: SupervisionEvent) => void;
+  backoff?: RestartBackoffOptions;
+}
 
 /** One per-type pool of the heterogeneous mode: the type, its hourly price, and how many backends it holds. */
 export interface TypedPoolShape {
@@ -56,13 +79,18 @@ export interface ClusterShape {
 }
 
 export interface Cluster {
+  /** The same for the whole run: a restarted nats-server takes the first one's port. */
   natsUrl: string;
-  allocator: ChildHandle;
-  broker: ChildHandle;
+  /** Its gRPC address stays the same across restarts (pinned port), as the broker's and the console's. */
+  allocator: Supervised;
+  broker: Supervised;
   /** The live web console (its ready line's httpAddress). */
-  console: ChildHandle;
-  /** Every process, in start order (nats-server first). */
-  all(): ChildHandle[];
+  console: Supervised;
+  /** Every process, in start order (nats-server first), each restarted when it dies until the cluster stops. */
+  all(): Supervised[];
+  /** No restart from now on (the first Ctrl-C); `stop` does this first. */
+  stopRestarts(): void;
+  restarts(): RestartCounts;
   /** Stops the services front to back (broker, frontends, backends, control plane), then nats-server. */
   stop(timeoutMs: number): Promise<void>;
 }
@@ -174,29 +202,35 @@ export async function startCluster(
   shape: ClusterShape,
   progress: (msg: string) => void,
   aborted: () => boolean = () => false,
+  supervision: Supervision = { restart: true },
 ): Promise<Cluster> {
   const nats = await startLoggedNats(findNatsServer(), shape.runDir);
   const started: ChildHandle[] = [nats];
-  const start = async (service: ServiceName, name: string, env: Record<string, string>) => {
+  const relaunchers = new Map<ChildHandle, Relaunch<ChildHandle>>();
+  /** `stableAddress`: a restart keeps the ports of the first start (the CLI holds or prints its addresses). */
+  const start = async (service: ServiceName, name: string, env: Record<string, string>, stableAddress = false) => {
     // Ctrl-C between two starts: start nothing more (the failure unwinds what is running).
     if (aborted()) throw new Error("interrupted");
-    const child = await startLoggedService({
+    const spawn: SpawnOptions & { readyTimeoutMs: number } = {
       name,
       command: process.execPath,
       args: [serviceEntry(service)],
       env,
       logDir: shape.runDir,
       readyTimeoutMs: 60_000,
-    });
+    };
+    const child = await startLoggedService(spawn);
     started.push(child);
+    const again = { ...spawn, env: { ...env, ...(stableAddress ? pinnedPortEnv(child.ready) : {}) } };
+    relaunchers.set(child, (_previous, signal) => startLoggedService({ ...again, signal }));
     return child;
   };
   try {
     progress(`nats-server at ${nats.url}`);
     const [allocator, , web] = await allStarted([
-      start("global-allocator", "global-allocator", serviceEnv(shape, nats.url, "allocator", "allocator")),
+      start("global-allocator", "global-allocator", serviceEnv(shape, nats.url, "allocator", "allocator"), true),
       start("predictor", "predictor", serviceEnv(shape, nats.url, "predictor", "predictor")),
-      start("console", "console", serviceEnv(shape, nats.url, "console", "console")),
+      start("console", "console", serviceEnv(shape, nats.url, "console", "console"), true),
     ]);
     if (!allocator || !web) throw new Error("global-allocator or console did not start");
     progress(`global-allocator at ${allocator.ready.grpcAddress}, predictor, console at http://${web.ready.httpAddress}/`);
@@ -205,7 +239,7 @@ export async function startCluster(
     const rest = await allStarted([
       ...backendIds.map((id) => start("backend-worker", id, serviceEnv(shape, nats.url, "backend", id))),
       ...frontendIds.map((id) => start("frontend", id, serviceEnv(shape, nats.url, "frontend", id))),
-      start("broker", "broker", serviceEnv(shape, nats.url, "broker", "broker")),
+      start("broker", "broker", serviceEnv(shape, nats.url, "broker", "broker"), true),
     ]);
     const broker = rest[rest.length - 1];
     if (!broker) throw new Error("broker did not start");
@@ -217,17 +251,33 @@ export async function startCluster(
           ? "backend-workers from the allocator's pool"
           : `${shape.backends} backend-workers`;
     progress(`${backends}, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`);
+    // Supervised from here on: until now a process that dies fails the start (its log says why).
+    const supervisor = new Supervisor({
+      backoff: supervision.backoff ?? DEMO_RESTART_BACKOFF,
+      restart: supervision.restart,
+      ...(supervision.onEvent ? { onEvent: supervision.onEvent } : {}),
+    });
+    // nats-server again on its port with its store: JetStream (the registry) survives, the services reconnect.
+    const slots: Supervised[] = started.map((c) =>
+      c === nats
+        ? supervisor.supervise(nats, (previous) => previous.relaunch())
+        : supervisor.supervise(c, relaunchers.get(c) as Relaunch<ChildHandle>),
+    );
+    const slotOf = (c: ChildHandle) => slots[started.indexOf(c)] as Supervised;
     return {
       natsUrl: nats.url,
-      allocator,
-      broker,
-      console: web,
-      all: () => [...started],
+      allocator: slotOf(allocator),
+      broker: slotOf(broker),
+      console: slotOf(web),
+      all: () => [...slots],
+      stopRestarts: () => supervisor.stopRestarts(),
+      restarts: () => supervisor.restarts(),
       stop: async (timeoutMs) => {
+        supervisor.stopRestarts();
         const role = (c: ChildHandle) =>
           c.name === "broker" ? 0 : c.name.startsWith("frontend") ? 1 : c.name.startsWith("backend") ? 2 : c.name === "nats-server" ? 4 : 3;
         for (let stage = 0; stage <= 4; stage++) {
-          await Promise.all(started.filter((c) => role(c) === stage).map((c) => c.stop(timeoutMs)));
+          await Promise.all(slots.filter((c) => role(c) === stage).map((c) => c.stop(timeoutMs)));
         }
       },
     };

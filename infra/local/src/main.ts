@@ -23,6 +23,7 @@ import { CommanderError, type Options, OptionsError, parseOptions, THEMIS_DEFAUL
 import { liveChildren, signalAllChildren } from "./processes.js";
 import { ServiceStats } from "./stats.js";
 import { renderSummary, type Summary, serviceSummary, totalsOf } from "./summary.js";
+import { describeEvent } from "./supervisor.js";
 import { loadThemisSetting, planThemisWorkload, type ThemisSetting, themisAllocatorEnv } from "./themis-setting.js";
 import { renderTimeline, ThemisTimeline, watchThemis } from "./themis-timeline.js";
 import { readTraceOption } from "./trace-source.js";
@@ -163,11 +164,17 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   banner(plan, options, runDir, kairos, themis);
   if (interrupts.interrupted) return 130;
 
-  // Ctrl-C while processes start: stop them, which makes the start fail and unwind.
+  // Ctrl-C while processes start: stop them, which makes the start fail and unwind. Once it runs: no more
+  // restarts (a wait under way is cancelled), the load stops, then every process.
   let cluster: Cluster | undefined;
   interrupts.onSignal(() => {
     if (!cluster) signalAllChildren("SIGTERM");
+    else cluster.stopRestarts();
   });
+  // A process died or came back: a line above the live view once it runs, a plain line before.
+  let notice = (line: string): void => {
+    say(`  ${line}`);
+  };
   try {
     cluster = await startCluster(
       {
@@ -185,6 +192,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       },
       (msg) => say(`  started ${msg}`),
       () => interrupts.interrupted,
+      { restart: options.restart, onEvent: (event) => notice(describeEvent(event)) },
     );
   } catch (err) {
     removeNatsFiles(runDir);
@@ -286,6 +294,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       };
     };
     const view = new LiveView(process.stdout, frame);
+    notice = (line) => view.print(`  ${line}`);
 
     const bestEffort = options.bestEffortItems > 0 ? new BestEffortWatch(cluster.allocator.ready.grpcAddress ?? "", now) : undefined;
     const startedAt = new Date();
@@ -371,6 +380,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     await cluster.stop(interrupts.count >= 2 ? 2_000 : STOP_TIMEOUT_MS);
     removeNatsFiles(runDir);
     say(`all processes stopped (${liveChildren()} left); logs in ${runDir}\n`);
+    // Counted once every process has stopped: none is restarted after that.
+    summary.restarts = cluster.restarts();
     say(renderSummary(summary));
     if (job) say(renderJob(job));
     const themisRun = themis && timeline ? themisOf(themis, timeline.summary()) : undefined;
@@ -381,7 +392,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     if (options.summaryJson) {
       const path = resolve(options.summaryJson);
       mkdirSync(dirname(path), { recursive: true });
-      const processes = cluster.all().map((c) => ({ name: c.name, pid: c.pid, log: c.logPath }));
+      // pid: the last process; pids: every one it ran as (restarts add one each).
+      const processes = cluster.all().map((c) => ({ name: c.name, pid: c.pid, pids: c.pids, restarts: c.restarts, log: c.logPath }));
       const heterogeneous = kairos ? kairosOf(kairos, poolBackends) : undefined;
       writeFileSync(
         path,

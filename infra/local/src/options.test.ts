@@ -30,7 +30,9 @@ describe("parseOptions", () => {
       deadlineMs: 10_000,
       maxInFlight: 2_000,
       logLevel: "warn",
+      restart: true,
     });
+    expect(parseOptions(["--no-restart"], silent).restart).toBe(false);
     expect(o.peakRps).toBeUndefined();
     expect(o.rateScale).toBeUndefined();
   });

@@ -30,6 +30,8 @@ export interface Options {
   runtimeDir: string | undefined;
   /** Port of the live web console (0: any free port). */
   consolePort: number;
+  /** A process that dies is started again with backoff (--no-restart: it stays down). */
+  restart: boolean;
   /** Heterogeneous mode: the Kairos model served (its scenario file gives QoS and prices), or undefined. */
   kairos: string | undefined;
   /** With --kairos: backends per instance type, in the order given. */
@@ -201,6 +203,10 @@ export function buildProgram(): Command {
     .option("--runtime-dir <dir>", "where each run's directory of logs is made (default: .runtime/ in the repository)")
     .option("--console-port <port>", "port of the live web console (0: any free port)", int(0, "a port number"), 8090)
     .option(
+      "--no-restart",
+      "leave a process that dies down (by default it is started again after 1 s, doubling to 30 s while it keeps dying, as a Deployment would)",
+    )
+    .option(
       "--kairos <model>",
       `heterogeneous mode: one emulated service of this Kairos model (its QoS and prices from scenarios/kairos-<model>.yaml, its per-type latency from --profiles) on backends of the --types instance types, started by the allocator's typed pools; constant load (--peak-rps, default ${KAIROS_DEFAULT_RPS} req/s, --duration default ${KAIROS_DEFAULT_DURATION_S} s) of queries whose batch sizes follow Kairos's production mix`,
     )
@@ -262,6 +268,7 @@ interface RawOptions {
   logLevel: string;
   runtimeDir?: string;
   consolePort: number;
+  restart: boolean;
   kairos?: string;
   types?: InstanceCount[];
   profiles?: string;
@@ -350,6 +357,7 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     logLevel: raw.logLevel,
     runtimeDir: raw.runtimeDir,
     consolePort: raw.consolePort,
+    restart: raw.restart,
     kairos: raw.kairos,
     types: raw.types,
     profiles: raw.profiles,

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { launchNatsWithRetries, waitForPort } from "@infergrid/testkit";
@@ -17,10 +17,18 @@ export interface ChildHandle {
   /** Fields of the service's `ready` line: grpcAddress, httpAddress, id ... */
   ready: Record<string, string>;
   isRunning(): boolean;
+  /** How the process ended (undefined while it runs). */
+  exitStatus(): ExitStatus | undefined;
   exited: Promise<void>;
   /** SIGTERM, then SIGKILL after `timeoutMs`. */
   stop(timeoutMs: number): Promise<void>;
   kill(): void;
+}
+
+/** An exit code, or the signal that ended the process. */
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
 }
 
 const live = new Set<ChildProcess>();
@@ -36,6 +44,21 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
     } catch {
       // Already gone.
     }
+  }
+}
+
+/**
+ * After the leader of a child's process group died on its own: SIGKILL to what is left of the group (a crashed
+ * allocator's pool backends), as a restarted Pod takes all its processes with it. Called as soon as the exit
+ * is seen: the group id cannot be taken by a new process while any member is left, and none is started here
+ * between the exit and this call.
+ */
+export function killLeftovers(pid: number): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // No process is left in the group.
   }
 }
 
@@ -80,6 +103,8 @@ function handle(name: string, child: ChildProcess, logPath: string, exited: Prom
     logPath,
     ready,
     isRunning,
+    exitStatus: () =>
+      child.exitCode === null && child.signalCode === null ? undefined : { code: child.exitCode, signal: child.signalCode },
     exited,
     kill: () => killGroup(child, "SIGKILL"),
     stop: async (timeoutMs) => {
@@ -118,9 +143,10 @@ function spawnLogged(o: SpawnOptions): { child: ChildProcess; logPath: string; e
 
 /**
  * Starts `node <entry>` and waits for the JSON line with `"event":"ready"` in its log (services
- * print it whatever their log level), whose string fields are the bound addresses.
+ * print it whatever their log level), whose string fields are the bound addresses. Aborting `signal`
+ * (the cluster stops while a restarted service comes up) kills it and rejects.
  */
-export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: number }): Promise<ChildHandle> {
+export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: number; signal?: AbortSignal }): Promise<ChildHandle> {
   const { child, logPath, exited } = spawnLogged(o);
   let gone = false;
   void exited.then(() => {
@@ -133,6 +159,7 @@ export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: num
   const end = Date.now() + o.readyTimeoutMs;
   try {
     while (Date.now() < end) {
+      if (o.signal?.aborted) throw new Error(`${o.name}: start abandoned (the cluster is stopping)`);
       for (;;) {
         const n = readSync(fd, buf, 0, buf.length, offset);
         if (n <= 0) break;
@@ -171,12 +198,18 @@ export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: num
   }
 }
 
+/** nats-server's handle; `relaunch()` starts it again on the same port with the same JetStream store. */
+export type NatsHandle = ChildHandle & { url: string; relaunch(): Promise<NatsHandle> };
+
 /**
  * nats-server with JetStream on a free loopback port (read back from its ports file), its store
- * in the run directory, in its own process group like the services (see above).
+ * in the run directory, in its own process group like the services (see above). `wantPort` is -1
+ * (any free port) but for a restart, which takes the first start's port: the services reconnect to it.
  */
-async function launchLoggedNats(bin: string, runDir: string, attempt: number): Promise<ChildHandle & { url: string }> {
+async function launchLoggedNats(bin: string, runDir: string, attempt: number, wantPort = -1): Promise<NatsHandle> {
   const portsDir = join(runDir, `nats-ports-${attempt}`);
+  // A restart's ports file, not the one a killed server left.
+  rmSync(portsDir, { recursive: true, force: true });
   mkdirSync(portsDir, { recursive: true });
   const { child, logPath, exited } = spawnLogged({
     name: "nats-server",
@@ -185,7 +218,7 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number): P
       "-a",
       "127.0.0.1",
       "-p",
-      "-1",
+      String(wantPort),
       "--ports_file_dir",
       portsDir,
       "-js",
@@ -212,7 +245,11 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number): P
             `nats-server (${state}) does not accept connections on 127.0.0.1:${port} (${why}; ports file ${file}: ${JSON.stringify(info)}); ${logPath}:\n${lastLines(logPath, 20)}`,
           );
         }
-        return { ...handle("nats-server", child, logPath, exited, {}), url: `nats://127.0.0.1:${port}` };
+        return {
+          ...handle("nats-server", child, logPath, exited, {}),
+          url: `nats://127.0.0.1:${port}`,
+          relaunch: () => launchLoggedNats(bin, runDir, attempt, port),
+        };
       }
       await sleep(25);
     }
@@ -225,7 +262,7 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number): P
 }
 
 /** nats-server as above, tried again on another port if it does not come up (`launchNatsWithRetries`). */
-export function startLoggedNats(bin: string, runDir: string): Promise<ChildHandle & { url: string }> {
+export function startLoggedNats(bin: string, runDir: string): Promise<NatsHandle> {
   return launchNatsWithRetries((attempt) => launchLoggedNats(bin, runDir, attempt));
 }
 

@@ -69,6 +69,18 @@ describe("the summary's terms", () => {
     expect(last).toContain(", not sent;");
   });
 
+  it("counts the restarts by process on a line before the legend", () => {
+    const lines = (restarts: Summary["restarts"]) => renderSummary({ ...summary(), restarts }).split("\n");
+    expect(lines(undefined).some((l) => l.startsWith("restarts"))).toBe(false);
+    expect(lines({ total: 0, byProcess: {}, notRestarted: [] }).at(-2)).toBe("restarts: 0");
+    const some = lines({ total: 3, byProcess: { "backend-01": 2, broker: 1 }, notRestarted: [] });
+    expect(some.at(-2)).toBe("restarts: 3 (backend-01 2, broker 1)");
+    expect(some.at(-1)?.startsWith("terms: ")).toBe(true);
+    expect(lines({ total: 0, byProcess: {}, notRestarted: ["frontend-0"] }).at(-2)).toBe(
+      "restarts: 0; died and left down (--no-restart): frontend-0",
+    );
+  });
+
   it("every key of the JSON summary's rows and totals is a glossary term's local key", () => {
     const s = summary(1, 42);
     const keys = new Set(GLOSSARY.flatMap((t) => ("local" in t ? t.local.json : [])));

@@ -1,6 +1,7 @@
 import { GLOSSARY_SOURCE, glossaryTerm, type TermId } from "@infergrid/core";
 import Table from "cli-table3";
 import type { ServiceTotals } from "./stats.js";
+import type { RestartCounts } from "./supervisor.js";
 import type { SizeRow, TypedSummary } from "./typed-stats.js";
 
 /** One service's row; its fields (the --summary-json keys) are those @infergrid/core's GLOSSARY names under each term's `local.json`. */
@@ -45,6 +46,8 @@ export interface Summary {
   frontends: number;
   policy: string;
   maxSendLagMs: number;
+  /** Processes that died and were started again by the supervisor (the CLI always writes it). */
+  restarts?: RestartCounts;
   services: ServiceSummary[];
   totals: {
     sent: number;
@@ -207,10 +210,18 @@ export function renderSummary(summary: Summary): string {
   if (summary.maxSendLagMs > 100)
     notes.push(`requests went out up to ${summary.maxSendLagMs.toFixed(0)} ms after their scheduled time (busy CPU).`);
   for (const s of summary.services) if (s.byInstanceType) notes.push(renderTyped(s.service, s.byInstanceType));
+  if (summary.restarts) notes.push(describeRestarts(summary.restarts));
   const head = `Summary: ${summary.loadSeconds.toFixed(1)} s of load${summary.interrupted ? " (interrupted)" : ""}, ${summary.workload}; ${summary.backends} backends, ${summary.frontends} frontend${summary.frontends === 1 ? "" : "s"}, policy ${summary.policy}`;
   const shown = columns.flatMap((c) => (c.term === undefined ? [] : [c.term]));
   const legend = termsLegend(t.notSent > 0 ? [...shown, "not-sent"] : shown, columns);
   return [head, table.toString(), ...notes, legend].join("\n");
+}
+
+/** The summary's line on restarts: how many, and of which processes. */
+export function describeRestarts(r: RestartCounts): string {
+  const by = Object.entries(r.byProcess).map(([name, n]) => `${name} ${n}`);
+  const restarts = by.length === 0 ? "restarts: 0" : `restarts: ${r.total} (${by.join(", ")})`;
+  return r.notRestarted.length === 0 ? restarts : `${restarts}; died and left down (--no-restart): ${r.notRestarted.join(", ")}`;
 }
 
 const served = (r: SizeRow): string => (r.answered === 0 ? "0" : `${r.answered} (${pct(r.share)})`);

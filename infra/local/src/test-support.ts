@@ -135,3 +135,24 @@ export function accepts(address: string, timeoutMs = 1_000): Promise<boolean> {
     socket.once("error", () => done(false));
   });
 }
+
+/** The pid of the CLI's child whose INFERGRID_ID is `id` (read from /proc: the CLI starts every service). */
+export function childWithId(cliPid: number, id: string): number | undefined {
+  let pids: string[];
+  try {
+    pids = execFileSync("pgrep", ["-P", String(cliPid)], { encoding: "utf8" })
+      .split("\n")
+      .filter(Boolean);
+  } catch {
+    return undefined;
+  }
+  for (const pid of pids) {
+    try {
+      const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+      if (env.includes(`INFERGRID_ID=${id}`)) return Number(pid);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return undefined;
+}
