@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import type { RestartBackoffOptions } from "@infergrid/core";
 import { findNatsServer, type ServiceName, serviceEntry } from "@infergrid/testkit";
+import { makeNatsIdentities, poolBackendEnv } from "./nats-identities.js";
 import type { ScalingPolicy } from "./options.js";
 import { type ChildHandle, type SpawnOptions, startLoggedNats, startLoggedService } from "./processes.js";
 import { pinnedPortEnv, type Relaunch, type RestartCounts, type Supervised, type SupervisionEvent, Supervisor } from "./supervisor.js";
@@ -76,6 +77,8 @@ export interface ClusterShape {
   runDir: string;
   /** Port of the live web console (0: any free port). */
   consolePort: number;
+  /** Every process on NATS as its own user with its role's permissions (docs/security.md); false: one open server. */
+  secure: boolean;
 }
 
 export interface Cluster {
@@ -86,6 +89,8 @@ export interface Cluster {
   broker: Supervised;
   /** The live web console (its ready line's httpAddress). */
   console: Supervised;
+  /** The credentials of this CLI's own read-only connections to NATS (undefined: the server is open). */
+  natsObserver: { user: string; pass: string } | undefined;
   /** Every process, in start order (nats-server first), each restarted when it dies until the cluster stops. */
   all(): Supervised[];
   /** No restart from now on (the first Ctrl-C); `stop` does this first. */
@@ -204,7 +209,25 @@ export async function startCluster(
   aborted: () => boolean = () => false,
   supervision: Supervision = { restart: true },
 ): Promise<Cluster> {
-  const nats = await startLoggedNats(findNatsServer(), shape.runDir);
+  const backendIds = Array.from({ length: shape.backends }, (_, i) => `backend-${pad(i)}`);
+  const frontendIds = Array.from({ length: shape.frontends }, (_, i) => `frontend-${i}`);
+  const identities = shape.secure
+    ? makeNatsIdentities(shape.runDir, [
+        { id: "allocator", role: "allocator" },
+        { id: "predictor", role: "predictor" },
+        { id: "console", role: "console" },
+        { id: "broker", role: "broker" },
+        ...backendIds.map((id) => ({ id, role: "backend" as const })),
+        ...frontendIds.map((id) => ({ id, role: "frontend" as const })),
+      ])
+    : undefined;
+  const nats = await startLoggedNats(findNatsServer(), shape.runDir, identities ? ["-c", identities.confPath] : []);
+  /** A service's environment with its own NATS identity (the allocator also hands one to the backends it starts). */
+  const envOf = (role: Parameters<typeof serviceEnv>[2], id: string) => ({
+    ...serviceEnv(shape, nats.url, role, id),
+    ...identities?.env(id),
+    ...(identities && role === "allocator" ? poolBackendEnv(identities) : {}),
+  });
   const started: ChildHandle[] = [nats];
   const relaunchers = new Map<ChildHandle, Relaunch<ChildHandle>>();
   /** `stableAddress`: a restart keeps the ports of the first start (the CLI holds or prints its addresses). */
@@ -228,18 +251,16 @@ export async function startCluster(
   try {
     progress(`nats-server at ${nats.url}`);
     const [allocator, , web] = await allStarted([
-      start("global-allocator", "global-allocator", serviceEnv(shape, nats.url, "allocator", "allocator"), true),
-      start("predictor", "predictor", serviceEnv(shape, nats.url, "predictor", "predictor")),
-      start("console", "console", serviceEnv(shape, nats.url, "console", "console"), true),
+      start("global-allocator", "global-allocator", envOf("allocator", "allocator"), true),
+      start("predictor", "predictor", envOf("predictor", "predictor")),
+      start("console", "console", envOf("console", "console"), true),
     ]);
     if (!allocator || !web) throw new Error("global-allocator or console did not start");
     progress(`global-allocator at ${allocator.ready.grpcAddress}, predictor, console at http://${web.ready.httpAddress}/`);
-    const backendIds = Array.from({ length: shape.backends }, (_, i) => `backend-${pad(i)}`);
-    const frontendIds = Array.from({ length: shape.frontends }, (_, i) => `frontend-${i}`);
     const rest = await allStarted([
-      ...backendIds.map((id) => start("backend-worker", id, serviceEnv(shape, nats.url, "backend", id))),
-      ...frontendIds.map((id) => start("frontend", id, serviceEnv(shape, nats.url, "frontend", id))),
-      start("broker", "broker", serviceEnv(shape, nats.url, "broker", "broker"), true),
+      ...backendIds.map((id) => start("backend-worker", id, envOf("backend", id))),
+      ...frontendIds.map((id) => start("frontend", id, envOf("frontend", id))),
+      start("broker", "broker", envOf("broker", "broker"), true),
     ]);
     const broker = rest[rest.length - 1];
     if (!broker) throw new Error("broker did not start");
@@ -269,6 +290,7 @@ export async function startCluster(
       allocator: slotOf(allocator),
       broker: slotOf(broker),
       console: slotOf(web),
+      natsObserver: identities?.observer,
       all: () => [...slots],
       stopRestarts: () => supervisor.stopRestarts(),
       restarts: () => supervisor.restarts(),

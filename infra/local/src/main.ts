@@ -189,6 +189,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
         logLevel: options.logLevel,
         runDir,
         consolePort: options.consolePort,
+        secure: !options.insecure,
       },
       (msg) => say(`  started ${msg}`),
       () => interrupts.interrupted,
@@ -211,8 +212,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   const timeline = themis ? new ThemisTimeline(themis.service.name, themis.sloMs, staleMs) : undefined;
   let closeTimeline: (() => Promise<void>) | undefined;
   try {
-    watch = await ControlPlaneWatch.open(cluster.natsUrl, meter, inUse, now);
-    if (timeline) closeTimeline = await watchThemis(cluster.natsUrl, timeline, now);
+    watch = await ControlPlaneWatch.open(cluster.natsUrl, cluster.natsObserver, meter, inUse, now);
+    if (timeline) closeTimeline = await watchThemis(cluster.natsUrl, cluster.natsObserver, timeline, now);
     await registerServices(cluster.allocator.ready.grpcAddress ?? "", plan.services);
     const kinds = new Set<InputKind>(plan.services.map((s) => s.input));
     const inputsByKind = await buildInputs(kinds);
@@ -457,6 +458,7 @@ function shapeOf(options: Options) {
     logLevel: options.logLevel,
     runDir: "",
     consolePort: 0,
+    secure: !options.insecure,
   };
 }
 

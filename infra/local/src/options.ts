@@ -32,6 +32,8 @@ export interface Options {
   consolePort: number;
   /** A process that dies is started again with backoff (--no-restart: it stays down). */
   restart: boolean;
+  /** --insecure: one open NATS server instead of an identity per process with its role's permissions. */
+  insecure: boolean;
   /** Heterogeneous mode: the Kairos model served (its scenario file gives QoS and prices), or undefined. */
   kairos: string | undefined;
   /** With --kairos: backends per instance type, in the order given. */
@@ -203,6 +205,10 @@ export function buildProgram(): Command {
     .option("--runtime-dir <dir>", "where each run's directory of logs is made (default: .runtime/ in the repository)")
     .option("--console-port <port>", "port of the live web console (0: any free port)", int(0, "a port number"), 8090)
     .option(
+      "--insecure",
+      "NATS open to any process (for experiments); by default each process connects as its own user with its role's permissions (docs/security.md)",
+    )
+    .option(
       "--no-restart",
       "leave a process that dies down (by default it is started again after 1 s, doubling to 30 s while it keeps dying, as a Deployment would)",
     )
@@ -269,6 +275,7 @@ interface RawOptions {
   runtimeDir?: string;
   consolePort: number;
   restart: boolean;
+  insecure?: boolean;
   kairos?: string;
   types?: InstanceCount[];
   profiles?: string;
@@ -358,6 +365,7 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     runtimeDir: raw.runtimeDir,
     consolePort: raw.consolePort,
     restart: raw.restart,
+    insecure: raw.insecure ?? false,
     kairos: raw.kairos,
     types: raw.types,
     profiles: raw.profiles,

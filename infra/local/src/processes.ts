@@ -206,7 +206,13 @@ export type NatsHandle = ChildHandle & { url: string; relaunch(): Promise<NatsHa
  * in the run directory, in its own process group like the services (see above). `wantPort` is -1
  * (any free port) but for a restart, which takes the first start's port: the services reconnect to it.
  */
-async function launchLoggedNats(bin: string, runDir: string, attempt: number, wantPort = -1): Promise<NatsHandle> {
+async function launchLoggedNats(
+  bin: string,
+  runDir: string,
+  attempt: number,
+  extraArgs: readonly string[],
+  wantPort = -1,
+): Promise<NatsHandle> {
   const portsDir = join(runDir, `nats-ports-${attempt}`);
   // A restart's ports file, not the one a killed server left.
   rmSync(portsDir, { recursive: true, force: true });
@@ -224,6 +230,7 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number, wa
       "-js",
       "-sd",
       join(runDir, attempt === 1 ? "nats-store" : `nats-store-${attempt}`),
+      ...extraArgs,
     ],
     env: {},
     logDir: runDir,
@@ -248,7 +255,7 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number, wa
         return {
           ...handle("nats-server", child, logPath, exited, {}),
           url: `nats://127.0.0.1:${port}`,
-          relaunch: () => launchLoggedNats(bin, runDir, attempt, port),
+          relaunch: () => launchLoggedNats(bin, runDir, attempt, extraArgs, port),
         };
       }
       await sleep(25);
@@ -261,9 +268,12 @@ async function launchLoggedNats(bin: string, runDir: string, attempt: number, wa
   }
 }
 
-/** nats-server as above, tried again on another port if it does not come up (`launchNatsWithRetries`). */
-export function startLoggedNats(bin: string, runDir: string): Promise<NatsHandle> {
-  return launchNatsWithRetries((attempt) => launchLoggedNats(bin, runDir, attempt));
+/**
+ * nats-server as above, tried again on another port if it does not come up (`launchNatsWithRetries`);
+ * `extraArgs`: more of its options (`-c <file>` with the users and their permissions).
+ */
+export function startLoggedNats(bin: string, runDir: string, extraArgs: readonly string[] = []): Promise<NatsHandle> {
+  return launchNatsWithRetries((attempt) => launchLoggedNats(bin, runDir, attempt, extraArgs));
 }
 
 /** Sends `signal` to every child still running (Ctrl-C while the cluster is starting). */

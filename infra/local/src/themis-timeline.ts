@@ -177,9 +177,14 @@ export class ThemisTimeline {
 }
 
 /** Feeds the timeline from the backends' heartbeats on NATS; resolves to a closer. */
-export async function watchThemis(natsUrl: string, timeline: ThemisTimeline, now: () => number): Promise<() => Promise<void>> {
+export async function watchThemis(
+  natsUrl: string,
+  credentials: { user: string; pass: string } | undefined,
+  timeline: ThemisTimeline,
+  now: () => number,
+): Promise<() => Promise<void>> {
   const logger = createLogger("local-cluster", "themis-watch", "silent");
-  const nc = await connectNats({ servers: natsUrl, name: "local-cluster-themis-watch" }, logger);
+  const nc = await connectNats({ servers: natsUrl, name: "local-cluster-themis-watch", ...credentials }, logger);
   subscribeMessages(nc, subjects.heartbeatsOf("backend"), control.Heartbeat, logger, (hb) => {
     const r = hb.backend;
     timeline.observe(

@@ -31,10 +31,16 @@ export class ControlPlaneWatch {
     return [...this.backends].map(([id, b]) => ({ id, ...b }));
   }
 
-  static async open(natsUrl: string, meter: HeartbeatBackendSeconds, inUse: InUseTracker, now: () => number): Promise<ControlPlaneWatch> {
+  static async open(
+    natsUrl: string,
+    credentials: { user: string; pass: string } | undefined,
+    meter: HeartbeatBackendSeconds,
+    inUse: InUseTracker,
+    now: () => number,
+  ): Promise<ControlPlaneWatch> {
     // Its own problems (a garbled message) are of no interest on the console.
     const logger = createLogger("local-cluster", "watch", "silent");
-    const nc = await connectNats({ servers: natsUrl, name: "local-cluster-watch" }, logger);
+    const nc = await connectNats({ servers: natsUrl, name: "local-cluster-watch", ...credentials }, logger);
     const watch = new ControlPlaneWatch(nc);
     subscribeMessages(nc, subjects.heartbeatsOf("backend"), control.Heartbeat, logger, (hb) => {
       if (hb.id) watch.backends.set(hb.id, { instanceType: hb.instanceType ?? "", address: hb.address ?? "" });

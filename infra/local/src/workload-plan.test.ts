@@ -34,6 +34,7 @@ const base: Options = {
   logLevel: "warn",
   runtimeDir: undefined,
   consolePort: 0,
+  insecure: false,
   restart: true,
   kairos: undefined,
   types: undefined,
