@@ -1,5 +1,5 @@
-import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { alive, type CliRun, freshRunDir, processesMentioning, removeRunDir, runCli as runCliIn } from "./test-support.js";
 
@@ -82,6 +82,16 @@ describe("npm start (infra/local)", () => {
     expect(run.stdout).toMatch(/Summary: .* 4 backends, 2 frontends, policy swayam/);
     const runs = readdirSync(join(dir, "runs"));
     expect(runs.length).toBeGreaterThan(0);
+    // Secure by default: every process on NATS as its own user; their work needed nothing their roles forbid.
+    const natsLog = run.summary.processes.find((p) => p.name === "nats-server")?.log ?? "";
+    const conf = join(dirname(natsLog), "nats-identities", "nats-auth.conf");
+    expect(readFileSync(conf, "utf8")).toContain('{ user: "frontend-0", password: ');
+    expect(statSync(conf).mode & 0o077, "nats-auth.conf readable by others").toBe(0);
+    expect(
+      readFileSync(natsLog, "utf8")
+        .split("\n")
+        .filter((l) => /Violation|authentication error/.test(l)),
+    ).toEqual([]);
   }, 90_000);
 
   it("replays jobs of a real per-minute trace", async () => {
