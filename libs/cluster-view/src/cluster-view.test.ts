@@ -217,6 +217,19 @@ describe("ClusterView", () => {
     expect(u.cluster?.events?.map((e) => e.kind)).toEqual(["assigned", "left"]);
   });
 
+  it("drops what it heard of a service the registry never had, once it has been quiet for a while", () => {
+    const v = new ClusterView({ forgetMs: 10_000 });
+    v.onLoadReport(load("ghost", "f1", 1000, { arrivals: 5 }), 1000);
+    v.sample(2000);
+    v.onServiceEntry("ghost", entry("ghost", []));
+    expect(viewOf(v.update(2000, "all"), "ghost").requests).toBe(5);
+    const w = new ClusterView({ forgetMs: 10_000 });
+    w.onLoadReport(load("ghost", "f1", 1000, { arrivals: 5 }), 1000);
+    w.sample(20_000);
+    w.onServiceEntry("ghost", entry("ghost", []));
+    expect(viewOf(w.update(20_000, "all"), "ghost").requests).toBe(0);
+  });
+
   it("forgets a deregistered service", () => {
     const v = new ClusterView();
     v.onServiceEntry("svc", entry("svc", []));

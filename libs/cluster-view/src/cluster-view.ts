@@ -305,7 +305,12 @@ export class ClusterView {
     this.seq++;
     const horizon = now - this.options.historyMs;
     for (const [name, s] of this.services) {
-      if (!s.entry) continue;
+      if (!s.entry) {
+        // Reports or forecasts of a service the registry does not have: kept a while (its entry may follow), then dropped.
+        const last = Math.max(s.forecast?.at ?? 0, ...[...s.reports.values()].map((r) => r.at));
+        if (now - last > this.options.forgetMs) this.services.delete(name);
+        continue;
+      }
       const reports = this.freshReports(s, now);
       const band = this.forecastBand(s, now);
       const counts = { warm: 0, busy: 0, cold: 0, provisioning: 0, draining: 0, missing: 0 };
