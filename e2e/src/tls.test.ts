@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InferenceServiceDefinition } from "@infergrid/proto";
 import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
-import { type ServiceName, serviceEntry } from "@infergrid/testkit";
+import { makeCa as makeTestCa, makeCert as makeTestCert, type ServiceName, serviceEntry } from "@infergrid/testkit";
 import { connect as natsConnect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emulatedSpec, FAST, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
@@ -30,67 +30,8 @@ const path = (name: string) => join(dir, name);
 let cluster: TestCluster | undefined;
 let rawFrontend: RawProcess | undefined;
 
-function openssl(args: string[]): void {
-  execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-}
-
-/** A self-signed CA: `<name>.pem`, `<name>.key` (P-256: quick to make). */
-function makeCa(name: string): void {
-  openssl([
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-days",
-    "1",
-    "-subj",
-    `/CN=${name}`,
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.pem`,
-  ]);
-}
-
-/** A certificate `<name>.pem` / `<name>.key` with subjectAltName `san`, signed by CA `ca`. */
-function makeCert(name: string, ca: string, san: string): void {
-  openssl([
-    "req",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-subj",
-    `/CN=${name}`,
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.csr`,
-  ]);
-  writeFileSync(path(`${name}.ext`), `subjectAltName=${san}\n`);
-  openssl([
-    "x509",
-    "-req",
-    "-in",
-    `${name}.csr`,
-    "-CA",
-    `${ca}.pem`,
-    "-CAkey",
-    `${ca}.key`,
-    "-set_serial",
-    `0x${randomBytes(8).toString("hex")}`,
-    "-days",
-    "1",
-    "-extfile",
-    `${name}.ext`,
-    "-out",
-    `${name}.pem`,
-  ]);
-}
+const makeCa = (name: string) => makeTestCa(dir, name);
+const makeCert = (name: string, ca: string, san: string) => makeTestCert(dir, name, ca, san);
 
 /** NATS TLS (CA + client certificate) and gRPC mTLS settings, shared by every service. */
 function tlsEnv(): Record<string, string> {

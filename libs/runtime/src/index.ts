@@ -8,6 +8,7 @@ export * from "./log-throttle.js";
 export * from "./logger.js";
 export * from "./metrics.js";
 export * from "./nats.js";
+export * from "./peer-identity.js";
 export * from "./security.js";
 export * from "./service.js";
 export * from "./shutdown.js";

@@ -25,6 +25,7 @@ export interface SecurityConfig {
   grpcTlsServerName?: string | undefined;
   controlToken?: string | undefined;
   controlTokenFile?: string | undefined;
+  grpcPeerRoles?: boolean | undefined;
 }
 
 export interface NatsSecurity {
@@ -131,6 +132,9 @@ export function resolveSecurity(config: SecurityConfig): ResolvedSecurity {
         ...(config.grpcTlsServerName === undefined ? {} : { serverName: config.grpcTlsServerName }),
       };
     }
+  }
+  if (config.grpcPeerRoles === true && !anyGrpcTls) {
+    problems.push(`${option("grpcPeerRoles")} needs gRPC TLS: a caller's role comes from its client certificate`);
   }
   // Checked here too, so a bad control token stops start-up before anything connects.
   attempt(() => resolveControlToken(config));

@@ -31,6 +31,11 @@ export const commonConfigShape = {
   grpcTlsKeyFile: field.optionalString().describe("gRPC TLS: the certificate's key"),
   grpcTlsCaFile: field.optionalString().describe("gRPC TLS: CA that peers' certificates must chain to"),
   grpcTlsServerName: field.optionalString().describe("gRPC TLS: name checked in peers' certificates (peers are dialled by address)"),
+  grpcPeerRoles: field
+    .bool(false)
+    .describe(
+      "gRPC TLS: admit each call by the caller's role, from its certificate's spiffe://infergrid/<role>/<id> URI (docs/security.md)",
+    ),
   logLevel: field.logLevel().describe("pino log level"),
   heartbeatMs: field.ms(1000).describe("membership heartbeat period"),
   shutdownGraceMs: field.ms(5000).describe("time in-flight calls get on shutdown"),

@@ -1,7 +1,7 @@
 import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
-import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
+import { ClientCache, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
 import { frontendConfig } from "./config.js";
@@ -61,7 +61,15 @@ await runService("frontend", frontendConfig, async (ctx) => {
     role: "frontend",
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
-      server.addService(RoutedInferenceDefinition, { Infer: unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())) }),
+      server.addService(RoutedInferenceDefinition, {
+        // With --grpc-peer-roles: the broker, or clients given a direct-client identity (README, "Direct mode").
+        Infer: requirePeerRole(
+          config.grpcPeerRoles,
+          ["broker", "direct-client"],
+          "Infer",
+          unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())),
+        ),
+      }),
   });
 
   return {

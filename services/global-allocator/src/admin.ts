@@ -1,5 +1,5 @@
 import type { admin, control } from "@infergrid/proto";
-import { GrpcStatusError, grpc, type Logger, unaryHandler } from "@infergrid/runtime";
+import { GrpcStatusError, grpc, type Logger, requirePeerRole, unaryHandler } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
 
 /** The AllocatorAdmin gRPC API: thin, every rule lives in the Allocator. */
@@ -37,4 +37,14 @@ export function adminHandlers(allocator: Allocator, logger: Logger, now: () => n
       allocator.cancelJob(req.name ?? "", now),
     ),
   };
+}
+
+/** With --grpc-peer-roles the admin API is for admin identities only (each method unary). */
+export function adminOnly(handlers: grpc.UntypedServiceImplementation, enforce: boolean): grpc.UntypedServiceImplementation {
+  return Object.fromEntries(
+    Object.entries(handlers).map(([method, h]) => [
+      method,
+      requirePeerRole(enforce, ["admin"], method, h as grpc.handleUnaryCall<unknown, unknown>),
+    ]),
+  );
 }

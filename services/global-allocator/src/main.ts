@@ -4,7 +4,7 @@ import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { themisPolicy } from "@infergrid/themis";
 import { RegistryActuator, readRegistry } from "./actuator.js";
-import { adminHandlers } from "./admin.js";
+import { adminHandlers, adminOnly } from "./admin.js";
 import { Allocator } from "./allocator.js";
 import { collect } from "./collector.js";
 import { allocatorConfig, configProblems, timing } from "./config.js";
@@ -175,7 +175,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
 
   const member = await serveMember(ctx, {
     role: "allocator",
-    register: (server) => server.addService(AllocatorAdminDefinition, adminHandlers(allocator, logger)),
+    register: (server) => server.addService(AllocatorAdminDefinition, adminOnly(adminHandlers(allocator, logger), config.grpcPeerRoles)),
   });
 
   return {
