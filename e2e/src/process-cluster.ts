@@ -50,13 +50,19 @@ export interface ClusterShape {
 export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
   const nats = await startNatsServer(shape.nats);
   const started: ServiceProcess[] = [];
-  const env = (extra: Record<string, string> & { INFERGRID_ID: string }) => ({
-    ...FAST,
-    INFERGRID_NATS_URL: nats.url,
-    ...shape.env,
-    ...extra,
-    ...shape.instanceEnv?.(extra.INFERGRID_ID),
-  });
+  // With per-instance settings the allocator and the broker get fixed ids ("allocator", "broker") to key them by;
+  // without, they keep the ids they make themselves.
+  const env = (extra: Record<string, string> & { INFERGRID_ID: string }) => {
+    const { INFERGRID_ID: id, ...rest } = extra;
+    return {
+      ...FAST,
+      INFERGRID_NATS_URL: nats.url,
+      ...shape.env,
+      ...(shape.instanceEnv || !["allocator", "broker"].includes(id) ? { INFERGRID_ID: id } : {}),
+      ...rest,
+      ...shape.instanceEnv?.(id),
+    };
+  };
   const client = (address: string) =>
     shape.grpcClient === undefined
       ? createClient(address)
