@@ -2,10 +2,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AllocatorAdminDefinition, BackendServiceDefinition, InferenceServiceDefinition } from "@infergrid/proto";
-import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
+import { grpc, unaryCall } from "@infergrid/runtime";
 import { makeCa, makeCert } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+import { callWith, emulatedSpec, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * gRPC peer roles on real processes: mutual TLS everywhere, each process with a certificate naming its
@@ -34,21 +34,8 @@ function creds(name: string): grpc.ChannelCredentials {
   );
 }
 
-async function callAs<Req, Res>(
-  name: string,
-  address: string,
-  method: grpc.MethodDefinition<Req, Res>,
-  request: Req,
-): Promise<{ ok: true; value: Res } | { ok: false; code: grpc.status; details: string }> {
-  const client = new grpc.Client(address, creds(name), { "grpc.ssl_target_name_override": SERVER_NAME });
-  try {
-    return { ok: true, value: await unaryCall(client, method, request, { deadline: Date.now() + 3000 }) };
-  } catch (err) {
-    if (isServiceError(err)) return { ok: false, code: err.code, details: err.details };
-    throw err;
-  } finally {
-    client.close();
-  }
+function callAs<Req, Res>(name: string, address: string, method: grpc.MethodDefinition<Req, Res>, request: Req) {
+  return callWith(address, creds(name), method, request, { "grpc.ssl_target_name_override": SERVER_NAME });
 }
 
 beforeAll(async () => {

@@ -1,5 +1,5 @@
 import { AllocatorAdminDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
-import { createClient, grpc, unaryCall } from "@infergrid/runtime";
+import { createClient, grpc, isServiceError, unaryCall } from "@infergrid/runtime";
 import {
   eventually,
   type NatsServerHandle,
@@ -50,40 +50,38 @@ export interface ClusterShape {
 export async function startCluster(shape: ClusterShape): Promise<TestCluster> {
   const nats = await startNatsServer(shape.nats);
   const started: ServiceProcess[] = [];
-  // With per-instance settings the allocator and the broker get fixed ids ("allocator", "broker") to key them by;
-  // without, they keep the ids they make themselves.
-  const env = (extra: Record<string, string> & { INFERGRID_ID: string }) => {
-    const { INFERGRID_ID: id, ...rest } = extra;
-    return {
-      ...FAST,
-      INFERGRID_NATS_URL: nats.url,
-      ...shape.env,
-      ...(shape.instanceEnv || !["allocator", "broker"].includes(id) ? { INFERGRID_ID: id } : {}),
-      ...rest,
-      ...shape.instanceEnv?.(id),
-    };
-  };
+  /** `id`: the instance's INFERGRID_ID (undefined: the process makes its own) and the key of its instanceEnv. */
+  const env = (id: string | undefined, extra: Record<string, string> = {}) => ({
+    ...FAST,
+    INFERGRID_NATS_URL: nats.url,
+    ...shape.env,
+    ...(id === undefined ? {} : { INFERGRID_ID: id }),
+    ...extra,
+    ...(id === undefined ? {} : shape.instanceEnv?.(id)),
+  });
+  // Fixed ids for the allocator and the broker only when a test keys its settings by them.
+  const keyed = (id: string) => (shape.instanceEnv ? id : undefined);
   const client = (address: string) =>
     shape.grpcClient === undefined
       ? createClient(address)
       : new grpc.Client(address, shape.grpcClient.credentials, shape.grpcClient.options ?? {});
   try {
     const allocator = await startService("global-allocator", {
-      env: env({ INFERGRID_ID: "allocator", INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
+      env: env(keyed("allocator"), { INFERGRID_BACKEND_TTL_MS: "1500", INFERGRID_CONTROL_PERIOD_MS: "250", ...shape.allocatorEnv }),
     });
     started.push(allocator);
     // Every start is awaited to its end (none left half-started), then any failure stops them all.
     const starts = [
       ...Array.from({ length: shape.backends }, (_, i) =>
-        startService("backend-worker", { name: `backend-${i}`, env: env({ INFERGRID_ID: `backend-${i}`, ...shape.backendEnv }) }),
+        startService("backend-worker", { name: `backend-${i}`, env: env(`backend-${i}`, shape.backendEnv) }),
       ),
       ...Array.from({ length: shape.frontends }, (_, i) =>
         startService("frontend", {
           name: `frontend-${i}`,
-          env: env({ INFERGRID_ID: `frontend-${i}`, INFERGRID_AUTOSCALE_MS: "250", ...shape.frontendEnv }),
+          env: env(`frontend-${i}`, { INFERGRID_AUTOSCALE_MS: "250", ...shape.frontendEnv }),
         }),
       ),
-      startService("broker", { env: env({ INFERGRID_ID: "broker", INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
+      startService("broker", { env: env(keyed("broker"), { INFERGRID_FRONTEND_TTL_MS: "2000", ...shape.brokerEnv }) }),
     ];
     const up = await startAll(starts);
     started.push(...up);
@@ -165,4 +163,23 @@ export function waitUntilServing(
   timeoutMs = 30_000,
 ): Promise<inference.InferResponse.$Properties> {
   return eventually(`${service} to serve`, async () => infer(cluster, { service, inputs }, 2000), timeoutMs, 200);
+}
+
+/** One call on a fresh channel; the channel is closed after. */
+export async function callWith<Req, Res>(
+  address: string,
+  credentials: grpc.ChannelCredentials,
+  method: grpc.MethodDefinition<Req, Res>,
+  request: Req,
+  options: grpc.ChannelOptions = {},
+): Promise<{ ok: true; value: Res } | { ok: false; code: grpc.status; details: string }> {
+  const client = new grpc.Client(address, credentials, options);
+  try {
+    return { ok: true, value: await unaryCall(client, method, request, { deadline: Date.now() + 3000 }) };
+  } catch (err) {
+    if (isServiceError(err)) return { ok: false, code: err.code, details: err.details };
+    throw err;
+  } finally {
+    client.close();
+  }
 }

@@ -7,11 +7,11 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InferenceServiceDefinition } from "@infergrid/proto";
-import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
+import { grpc, unaryCall } from "@infergrid/runtime";
 import { makeCa as makeTestCa, makeCert as makeTestCert, type ServiceName, serviceEntry } from "@infergrid/testkit";
 import { connect as natsConnect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, FAST, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+import { callWith, emulatedSpec, FAST, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * NATS with TLS (client certificates verified) and user/password auth, and mutual gRPC TLS
@@ -115,25 +115,6 @@ function clientCreds(ca: string, cert?: string): grpc.ChannelCredentials {
   return cert === undefined
     ? grpc.credentials.createSsl(readFileSync(path(`${ca}.pem`)))
     : grpc.credentials.createSsl(readFileSync(path(`${ca}.pem`)), readFileSync(path(`${cert}.key`)), readFileSync(path(`${cert}.pem`)));
-}
-
-/** One call on a fresh channel; the channel is closed after. */
-async function callWith<Req, Res>(
-  address: string,
-  credentials: grpc.ChannelCredentials,
-  method: grpc.MethodDefinition<Req, Res>,
-  request: Req,
-  options: grpc.ChannelOptions = {},
-): Promise<{ ok: true; value: Res } | { ok: false; code: grpc.status; details: string }> {
-  const client = new grpc.Client(address, credentials, options);
-  try {
-    return { ok: true, value: await unaryCall(client, method, request, { deadline: Date.now() + 3000 }) };
-  } catch (err) {
-    if (isServiceError(err)) return { ok: false, code: err.code, details: err.details };
-    throw err;
-  } finally {
-    client.close();
-  }
 }
 
 function must<T>(value: T | undefined, what: string): T {

@@ -12,7 +12,7 @@ export interface NatsIdentities {
   /** nats-server's configuration file (the authorization block). */
   confPath: string;
   /** The environment that makes a process connect as `id`. */
-  env(id: string): Record<string, string>;
+  env(id: string): { INFERGRID_NATS_USER: string; INFERGRID_NATS_PASS_FILE: string };
   /** This CLI's own read-only connections (its live view and summaries). */
   observer: { user: string; pass: string };
 }
@@ -55,8 +55,5 @@ export function makeNatsIdentities(runDir: string, members: readonly { id: strin
 /** What the allocator passes to the backends it starts: the shared pool-backends identity. */
 export function poolBackendEnv(identities: NatsIdentities): Record<string, string> {
   const own = identities.env(POOL_BACKENDS_USER);
-  return {
-    INFERGRID_POOL_BACKEND_NATS_USER: own.INFERGRID_NATS_USER ?? POOL_BACKENDS_USER,
-    INFERGRID_POOL_BACKEND_NATS_PASS_FILE: own.INFERGRID_NATS_PASS_FILE ?? "",
-  };
+  return { INFERGRID_POOL_BACKEND_NATS_USER: own.INFERGRID_NATS_USER, INFERGRID_POOL_BACKEND_NATS_PASS_FILE: own.INFERGRID_NATS_PASS_FILE };
 }

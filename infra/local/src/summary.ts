@@ -1,4 +1,4 @@
-import { GLOSSARY_SOURCE, glossaryTerm, type TermId } from "@infergrid/core";
+import { GLOSSARY_SOURCE, glossaryTerm, type TermColumn, type TermId } from "@infergrid/core";
 import Table from "cli-table3";
 import type { ServiceTotals } from "./stats.js";
 import type { RestartCounts } from "./supervisor.js";
@@ -129,13 +129,9 @@ export function plainTable(head: string[]): Table.Table {
 }
 
 /** A column of the summary table: its header, one of the glossary term's local labels, and the term (none for names). */
-export interface SummaryColumn {
-  text: string;
-  term?: TermId;
-}
 
 /** The summary table's columns; core-s only when some service's backends have sizes (--themis). */
-export function summaryColumns(sized: boolean): SummaryColumn[] {
+export function summaryColumns(sized: boolean): TermColumn[] {
   return [
     { text: "service" },
     { text: "sent", term: "requests" },
@@ -157,7 +153,7 @@ export function summaryColumns(sized: boolean): SummaryColumn[] {
  * The summary's last line: the glossary terms it shows, each with its column headers where they differ from the
  * term's name, and where the terms are defined (the same module the simulator's report prints under Terms).
  */
-export function termsLegend(shown: readonly TermId[], headers: readonly SummaryColumn[] = []): string {
+export function termsLegend(shown: readonly TermId[], headers: readonly TermColumn[] = []): string {
   const names = [...new Set(shown)].map((id) => {
     const t = glossaryTerm(id);
     const other = headers.filter((c) => c.term === id && c.text !== t.term).map((c) => c.text);

@@ -161,15 +161,6 @@ class Slot<H extends ChildHandle> implements Supervised<H> {
     if (!this.options.restart) {
       this.policy.stop();
       this.leftDown = true;
-      this.emit({
-        kind: "exited",
-        name: child.name,
-        pid: child.pid,
-        status: child.exitStatus(),
-        ranMs: decision.ranMs,
-        restart: undefined,
-      });
-      return;
     }
     this.emit({
       kind: "exited",
@@ -177,9 +168,9 @@ class Slot<H extends ChildHandle> implements Supervised<H> {
       pid: child.pid,
       status: child.exitStatus(),
       ranMs: decision.ranMs,
-      restart: { number: this.policy.restarts + 1, inMs: decision.delayMs },
+      restart: this.options.restart ? { number: this.policy.restarts + 1, inMs: decision.delayMs } : undefined,
     });
-    this.schedule(decision.delayMs);
+    if (this.options.restart) this.schedule(decision.delayMs);
   }
 
   private schedule(ms: number): void {

@@ -338,8 +338,8 @@ export class ClusterView {
     this.clusterSeries.push({
       atUnixMs: now,
       backends: live.length,
-      free: live.filter((b) => b.service === "" && b.job === "").length,
-      loaned: live.filter((b) => b.job !== "").length,
+      free: live.filter(isFree).length,
+      loaned: live.filter(isLoaned).length,
       busy: live.filter((b) => b.state === "busy").length,
       frontends: this.membersOf("frontend", now).length,
     });
@@ -444,8 +444,8 @@ export class ClusterView {
       services,
       cluster: {
         backends: live.length,
-        freeBackends: live.filter((b) => b.service === "" && b.job === "").length,
-        loanedBackends: live.filter((b) => b.job !== "").length,
+        freeBackends: live.filter(isFree).length,
+        loanedBackends: live.filter(isLoaned).length,
         members,
         ...(p
           ? {
@@ -480,6 +480,10 @@ export class ClusterView {
     };
   }
 }
+
+/** In the pool: assigned to no service and lent to no job. */
+const isFree = (b: BackendSeen) => b.service === "" && b.job === "";
+const isLoaned = (b: BackendSeen) => b.job !== "";
 
 function rateOf(reports: readonly control.LoadReport[]): number {
   let rate = 0;

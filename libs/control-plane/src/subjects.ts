@@ -39,9 +39,10 @@ export const roleEnum: Record<RoleName, control.Role> = {
 
 /** A heartbeat's role as the token its subjects use; undefined for an unknown role. */
 export function roleNameOf(role: control.Role | null | undefined): RoleName | undefined {
-  for (const [name, value] of Object.entries(roleEnum)) if (value === role) return name as RoleName;
-  return undefined;
+  return role == null ? undefined : ROLE_NAMES.get(role);
 }
+
+const ROLE_NAMES = new Map(Object.entries(roleEnum).map(([name, value]) => [value, name as RoleName]));
 
 const SERVICE_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const INSTANCE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;

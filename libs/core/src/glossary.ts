@@ -187,6 +187,12 @@ export const GLOSSARY = [
 
 export type TermId = (typeof GLOSSARY)[number]["id"];
 
+/** A table's column: its header and the glossary term the header links to (none for names). */
+export interface TermColumn {
+  text: string;
+  term?: TermId;
+}
+
 /** The HTML anchor of a term (its id attribute; link with `#${termAnchor(id)}`). */
 export function termAnchor(id: TermId): string {
   return `term-${id}`;

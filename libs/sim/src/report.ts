@@ -5,7 +5,7 @@
  * The terms are @infergrid/core's GLOSSARY, shared with the local cluster's summary: both reports end with it,
  * and the HTML page's table headers and plot titles link to its entries.
  */
-import { GLOSSARY, GLOSSARY_SOURCE, type GlossaryTerm, type TermId, termAnchor } from "@infergrid/core";
+import { GLOSSARY, GLOSSARY_SOURCE, type GlossaryTerm, type TermColumn, type TermId, termAnchor } from "@infergrid/core";
 import { type ExperimentResult, settingsOf } from "./run-experiment.js";
 import type { JobSettings, Profile } from "./scenario.js";
 import type { RunResult } from "./simulate.js";
@@ -92,13 +92,7 @@ function fmt(s: Stat, digits: number): string {
   return `${m} (${s.min.toFixed(digits)}-${s.max.toFixed(digits)})`;
 }
 
-/** A table's column: its header and the glossary term the header links to (none for names). */
-interface Header {
-  text: string;
-  term?: TermId;
-}
-
-const COLUMNS: [Header, (p: PolicySummary) => string][] = [
+const COLUMNS: [TermColumn, (p: PolicySummary) => string][] = [
   [{ text: "policy" }, (p) => p.policy],
   [{ text: "SLO violations %", term: "slo-violations" }, (p) => fmt(p.violationRate, 3)],
   [{ text: "after the first minute", term: "violations-after-first-minute" }, (p) => fmt(p.violationRateAfterFirstMinute, 3)],
@@ -121,8 +115,8 @@ function markdownTable(header: string[], rows: string[][]): string {
   return [line(header), line(header.map(() => "---")), ...rows.map(line)].join("\n");
 }
 
-function perJobRows(result: ExperimentResult): { header: Header[]; rows: string[][] } {
-  const header: Header[] = [
+function perJobRows(result: ExperimentResult): { header: TermColumn[]; rows: string[][] } {
+  const header: TermColumn[] = [
     { text: "policy" },
     { text: "job" },
     { text: "requests", term: "requests" },
@@ -480,8 +474,8 @@ function formatTick(v: number): string {
   return Number.parseFloat(v.toPrecision(3)).toString();
 }
 
-function htmlTable(header: Header[], rows: string[][]): string {
-  const th = (h: Header) =>
+function htmlTable(header: TermColumn[], rows: string[][]): string {
+  const th = (h: TermColumn) =>
     h.term === undefined ? `<th>${escapeHtml(h.text)}</th>` : `<th><a href="#${termAnchor(h.term)}">${escapeHtml(h.text)}</a></th>`;
   return `<table><thead><tr>${header.map(th).join("")}</tr></thead><tbody>${rows
     .map((r) => `<tr>${r.map((c) => `<td>${escapeHtml(c)}</td>`).join("")}</tr>`)

@@ -30,7 +30,14 @@ await runService("console", consoleConfig, async (ctx) => {
   const registry = await ServiceRegistry.open(nc, logger);
   const stopWatch = registry.watchServices((name, entry) => view.onServiceEntry(name, entry));
 
-  const hub = new UpdateHub(config.maxClients, log);
+  const updateBytes = new Histogram({
+    name: "infergrid_console_update_bytes",
+    help: "Bytes of one live update (one server-sent event), sent to every page",
+    buckets: [256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576],
+    registers: [metrics],
+  });
+  const sent = new Counter({ name: "infergrid_console_sent_bytes_total", help: "Bytes sent to pages", registers: [metrics] });
+  const hub = new UpdateHub(config.maxClients, log, (bytes) => sent.inc(bytes));
   new Gauge({
     name: "infergrid_console_pages",
     help: "Pages following the live updates",
@@ -39,14 +46,6 @@ await runService("console", consoleConfig, async (ctx) => {
       this.set(hub.size);
     },
   });
-  const updateBytes = new Histogram({
-    name: "infergrid_console_update_bytes",
-    help: "Bytes of one live update (one server-sent event), sent to every page",
-    buckets: [256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576],
-    registers: [metrics],
-  });
-  const sent = new Counter({ name: "infergrid_console_sent_bytes_total", help: "Bytes sent to pages", registers: [metrics] });
-  let sentBefore = 0;
 
   const timer = setInterval(() => {
     const now = Date.now();
@@ -54,8 +53,6 @@ await runService("console", consoleConfig, async (ctx) => {
     // Nobody watching: the series still advance, nothing is encoded.
     if (hub.size === 0) return;
     updateBytes.observe(hub.broadcast(updateJson(view.update(now, "latest"))));
-    sent.inc(hub.bytesSent - sentBefore);
-    sentBefore = hub.bytesSent;
   }, config.updateMs);
 
   const web = await startConsoleWeb({

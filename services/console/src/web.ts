@@ -30,15 +30,18 @@ function loadAssets(): Map<string, Asset> {
   return new Map(files.map(([path, file, type]) => [path, { type, body: readFileSync(file) }]));
 }
 
+/** One server-sent event carrying `json`, encoded once whatever the number of pages. */
+const event = (json: string): Buffer => Buffer.from(`data: ${json}\n\n`);
+
 /** The pages following the live updates: each gets every update, encoded once for all. */
 export class UpdateHub {
   private readonly clients = new Set<ServerResponse>();
-  bytesSent = 0;
-  updatesSent = 0;
 
   constructor(
     private readonly maxClients: number,
     private readonly logger: Logger,
+    /** Bytes written to pages (for the console's metrics). */
+    private readonly onSent: (bytes: number) => void = () => {},
   ) {}
 
   get size(): number {
@@ -52,27 +55,25 @@ export class UpdateHub {
   add(res: ServerResponse, first: string): void {
     this.clients.add(res);
     res.on("close", () => this.clients.delete(res));
-    this.write(res, first);
+    this.write(res, event(first));
   }
 
   /** Sends one update's JSON to every page; returns the bytes of one event. */
   broadcast(json: string): number {
-    const event = `data: ${json}\n\n`;
-    for (const res of this.clients) this.write(res, event, true);
-    this.updatesSent++;
-    return Buffer.byteLength(event);
+    const bytes = event(json);
+    for (const res of this.clients) this.write(res, bytes);
+    return bytes.length;
   }
 
-  private write(res: ServerResponse, data: string, encoded = false): void {
+  private write(res: ServerResponse, bytes: Buffer): void {
     if (res.writableLength > MAX_QUEUED_BYTES) {
       this.logger.warn({ queued: res.writableLength }, "a console page fell behind; dropped it (it reconnects)");
       this.clients.delete(res);
       res.destroy();
       return;
     }
-    const event = encoded ? data : `data: ${data}\n\n`;
-    this.bytesSent += Buffer.byteLength(event);
-    res.write(event);
+    this.onSent(bytes.length);
+    res.write(bytes);
   }
 
   close(): void {
