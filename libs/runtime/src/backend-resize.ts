@@ -1,5 +1,5 @@
 import { BackendServiceDefinition, type backend } from "@infergrid/proto";
-import { type grpc, unaryCall } from "./grpc.js";
+import { type grpc, type UnaryCaller, unaryCall } from "./grpc.js";
 import { controlMetadata } from "./security.js";
 
 export interface ResizeTarget {
@@ -15,7 +15,7 @@ export interface ResizeTarget {
  * out of range, FAILED_PRECONDITION when its model cannot change cores.
  */
 export function resizeBackend(
-  client: grpc.Client,
+  client: Pick<grpc.Client, "makeUnaryRequest"> | UnaryCaller,
   token: string,
   target: ResizeTarget,
   options: { deadline?: number; signal?: AbortSignal } = {},

@@ -89,18 +89,38 @@ export interface GrpcServerHandle {
  * What servers and clients use when their call site passes no credentials: plaintext unless the
  * process was configured for TLS (security.ts applyGrpcTls, called by runService).
  */
-let defaults: { server: () => grpc.ServerCredentials; client: () => grpc.ChannelCredentials; channelOptions: grpc.ChannelOptions } = {
+let defaults: {
+  server: () => grpc.ServerCredentials;
+  client: () => grpc.ChannelCredentials;
+  channelOptions: grpc.ChannelOptions;
+  tls: UnaryChannelTls | undefined;
+} = {
   server: () => grpc.ServerCredentials.createInsecure(),
   client: () => grpc.credentials.createInsecure(),
   channelOptions: {},
+  tls: undefined,
 };
+
+/** What the request path's own channels (h2-channel.ts) need of TLS: the raw material behind the credentials. */
+export interface UnaryChannelTls {
+  ca: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  serverName?: string;
+}
 
 export function setDefaultGrpcCredentials(creds: {
   server: grpc.ServerCredentials;
   client: grpc.ChannelCredentials;
   channelOptions?: grpc.ChannelOptions;
+  tls?: UnaryChannelTls;
 }): void {
-  defaults = { server: () => creds.server, client: () => creds.client, channelOptions: creds.channelOptions ?? {} };
+  defaults = { server: () => creds.server, client: () => creds.client, channelOptions: creds.channelOptions ?? {}, tls: creds.tls };
+}
+
+/** The TLS this process's own channels use unless a call site passes credentials (undefined: plaintext). */
+export function defaultChannelTls(): UnaryChannelTls | undefined {
+  return defaults.tls;
 }
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
@@ -143,9 +163,22 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** What a unary call needs of a channel: grpc-js's Client and the request path's H2Channel both have it. */
+export interface UnaryCaller {
+  makeUnaryRequest<Req, Res>(
+    path: string,
+    serialize: (value: Req) => Buffer,
+    deserialize: (value: Buffer) => Res,
+    request: Req,
+    metadata: grpc.Metadata,
+    options: grpc.CallOptions,
+    callback: grpc.requestCallback<Res>,
+  ): { cancel(): void };
+}
+
 /** One unary call with a deadline; rejects with the grpc ServiceError. */
 export function unaryCall<Req, Res>(
-  client: grpc.Client,
+  client: Pick<grpc.Client, "makeUnaryRequest"> | UnaryCaller,
   method: grpc.MethodDefinition<Req, Res>,
   request: Req,
   options: CallOptions = {},

@@ -177,7 +177,16 @@ export function grpcTlsCredentials(tls: GrpcTls): {
 export function applyGrpcTls(tls: GrpcTls | undefined): void {
   if (tls === undefined) return;
   const creds = grpcTlsCredentials(tls);
-  setDefaultGrpcCredentials(creds);
+  if (!tls.ca) throw new Error("gRPC TLS needs a CA");
+  setDefaultGrpcCredentials({
+    ...creds,
+    tls: {
+      ca: tls.ca,
+      ...(tls.cert ? { cert: tls.cert } : {}),
+      ...(tls.key ? { key: tls.key } : {}),
+      ...(tls.serverName === undefined ? {} : { serverName: tls.serverName }),
+    },
+  });
 }
 
 /**

@@ -1,0 +1,165 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeCa, makeCert } from "./certs.js";
+import { type GrpcServerHandle, grpc, startGrpcServer, statusOf, unaryCall } from "./grpc.js";
+import { H2Channel, type H2ChannelOptions } from "./h2-channel.js";
+
+/**
+ * The request path's HTTP/2 channel against a real grpc-js server (plaintext and mutual TLS): answers,
+ * statuses with their messages and trailing metadata, deadlines and cancellation as the server sees them,
+ * limits, and a peer that is down, then back.
+ */
+const bytes = (b: Buffer) => b;
+const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
+  path: `/test.Echo/${name}`,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: bytes,
+  requestDeserialize: bytes,
+  responseSerialize: bytes,
+  responseDeserialize: bytes,
+});
+const Echo = method("Echo");
+const Fail = method("Fail");
+const Slow = method("Slow");
+const Big = method("Big");
+const Unknown = method("Unknown");
+
+const OPTIONS: H2ChannelOptions = {
+  maxReceiveMessageBytes: 1024 * 1024,
+  keepaliveMs: 10_000,
+  keepaliveTimeoutMs: 5_000,
+  initialBackoffMs: 300,
+  maxBackoffMs: 1_000,
+};
+
+const cancelled: string[] = [];
+
+function register(server: grpc.Server): void {
+  const service = { Echo, Fail, Slow, Big };
+  server.addService(service, {
+    Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+      cb(null, Buffer.concat([Buffer.from(`${String(call.metadata.get("x-who")[0] ?? "")}:`), call.request])),
+    Fail: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      const md = new grpc.Metadata();
+      md.set("x-infergrid-retry-after-ms", "250");
+      cb({ code: grpc.status.UNAVAILABLE, details: "busy: 100 % ünicode, retry", metadata: md });
+    },
+    Slow: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      call.on("cancelled", () => cancelled.push(call.request.toString()));
+      setTimeout(() => cb(null, call.request), 1_000);
+    },
+    Big: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, Buffer.alloc(2 * 1024 * 1024)),
+  });
+}
+
+let plain: GrpcServerHandle;
+let secure: GrpcServerHandle;
+const dir = mkdtempSync(join(tmpdir(), "ig-h2-channel-"));
+const pem = (name: string) => readFileSync(join(dir, name));
+
+beforeAll(async () => {
+  makeCa(dir, "ca");
+  makeCert(dir, "server", "ca", "DNS:infergrid.internal");
+  makeCert(dir, "client", "ca", "URI:spiffe://infergrid/frontend/f-1");
+  plain = await startGrpcServer({ host: "127.0.0.1", port: 0, register });
+  secure = await startGrpcServer({
+    host: "127.0.0.1",
+    port: 0,
+    register,
+    credentials: grpc.ServerCredentials.createSsl(pem("ca.pem"), [{ cert_chain: pem("server.pem"), private_key: pem("server.key") }], true),
+  });
+});
+
+afterAll(async () => {
+  await Promise.all([plain?.shutdown(100), secure?.shutdown(100)]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const call = (ch: H2Channel, m: grpc.MethodDefinition<Buffer, Buffer>, body: string, options: Parameters<typeof unaryCall>[3] = {}) =>
+  unaryCall(ch, m, Buffer.from(body), { deadline: Date.now() + 5_000, ...options });
+
+describe("H2Channel (unary gRPC over one HTTP/2 session)", () => {
+  it("answers many concurrent calls on one session, with the caller's metadata", async () => {
+    const ch = new H2Channel(plain.address, OPTIONS);
+    const md = new grpc.Metadata();
+    md.set("x-who", "broker-1");
+    const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => call(ch, Echo, `r${i}`, { metadata: md })));
+    expect(answers.map((a) => a.toString())).toEqual(Array.from({ length: 100 }, (_, i) => `broker-1:r${i}`));
+    ch.close();
+  });
+
+  it("gives the server's status, its message as sent and its trailing metadata", async () => {
+    const ch = new H2Channel(plain.address, OPTIONS);
+    const err = await call(ch, Fail, "x").catch((e: unknown) => e);
+    const s = statusOf(err);
+    expect(s.code).toBe(grpc.status.UNAVAILABLE);
+    expect(s.details).toBe("busy: 100 % ünicode, retry");
+    expect(s.metadata.get("x-infergrid-retry-after-ms")).toEqual(["250"]);
+    // A method the server does not have: its trailers-only answer.
+    expect(statusOf(await call(ch, Unknown, "x").catch((e: unknown) => e)).code).toBe(grpc.status.UNIMPLEMENTED);
+    ch.close();
+  });
+
+  it("ends a call at its deadline and on cancel, and the server sees the call cancelled", async () => {
+    const ch = new H2Channel(plain.address, OPTIONS);
+    const started = Date.now();
+    const late = await call(ch, Slow, "late", { deadline: Date.now() + 150 }).catch((e: unknown) => e);
+    expect(statusOf(late).code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(Date.now() - started).toBeLessThan(900);
+    const abort = new AbortController();
+    const pending = call(ch, Slow, "cancelled", { signal: abort.signal }).catch((e: unknown) => e);
+    setTimeout(() => abort.abort(), 50);
+    expect(statusOf(await pending).code).toBe(grpc.status.CANCELLED);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(cancelled.sort()).toEqual(["cancelled", "late"]);
+    expect(statusOf(await call(ch, Echo, "x", { deadline: Date.now() - 1 }).catch((e: unknown) => e)).code).toBe(
+      grpc.status.DEADLINE_EXCEEDED,
+    );
+    ch.close();
+  });
+
+  it("refuses an answer over its limit", async () => {
+    const ch = new H2Channel(plain.address, OPTIONS);
+    const err = await call(ch, Big, "x").catch((e: unknown) => e);
+    expect(statusOf(err).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect((await call(ch, Echo, "after")).toString()).toBe(":after");
+    ch.close();
+  });
+
+  it("fails fast while a peer is down, and reconnects once it is back", async () => {
+    const server = await startGrpcServer({ host: "127.0.0.1", port: 0, register });
+    const ch = new H2Channel(server.address, OPTIONS);
+    expect((await call(ch, Echo, "up")).toString()).toBe(":up");
+    await server.shutdown(100);
+    const down = await call(ch, Echo, "down").catch((e: unknown) => e);
+    expect(statusOf(down).code).toBe(grpc.status.UNAVAILABLE);
+    // Within the backoff, no new connection is tried: the answer is immediate.
+    const t0 = Date.now();
+    const fast = await call(ch, Echo, "down").catch((e: unknown) => e);
+    expect(statusOf(fast)).toMatchObject({ code: grpc.status.UNAVAILABLE, details: expect.stringContaining("next try") });
+    expect(Date.now() - t0).toBeLessThan(50);
+    const again = await startGrpcServer({ host: "127.0.0.1", port: server.port, register });
+    await new Promise((r) => setTimeout(r, OPTIONS.maxBackoffMs));
+    expect((await call(ch, Echo, "back")).toString()).toBe(":back");
+    ch.close();
+    await again.shutdown(100);
+  });
+
+  it("speaks mutual TLS: with a certificate of the CA it is served, without one it is refused", async () => {
+    const tls = { ca: pem("ca.pem"), cert: pem("client.pem"), key: pem("client.key"), serverName: "infergrid.internal" };
+    const ch = new H2Channel(secure.address, { ...OPTIONS, tls });
+    expect((await call(ch, Echo, "tls")).toString()).toBe(":tls");
+    ch.close();
+    const anonymous = new H2Channel(secure.address, { ...OPTIONS, tls: { ca: tls.ca, serverName: tls.serverName } });
+    expect(statusOf(await call(anonymous, Echo, "x").catch((e: unknown) => e)).code).toBe(grpc.status.UNAVAILABLE);
+    anonymous.close();
+    const plaintext = new H2Channel(secure.address, OPTIONS);
+    expect(statusOf(await call(plaintext, Echo, "x", { deadline: Date.now() + 2_000 }).catch((e: unknown) => e)).code).toBe(
+      grpc.status.UNAVAILABLE,
+    );
+    plaintext.close();
+  });
+});
