@@ -147,12 +147,14 @@ export async function registerService(
   return reply.entry ?? {};
 }
 
+/** `metadata`: sent with the call (a client token: `authorization: Bearer <token>`). */
 export function infer(
   cluster: TestCluster,
   request: inference.InferRequest.$Properties,
   timeoutMs = 10_000,
+  metadata?: grpc.Metadata,
 ): Promise<inference.InferResponse.$Properties> {
-  return unaryCall(cluster.brokerClient, InferenceServiceDefinition.Infer, request, { deadline: Date.now() + timeoutMs });
+  return unaryCall(cluster.brokerClient, InferenceServiceDefinition.Infer, request, { deadline: Date.now() + timeoutMs, metadata });
 }
 
 /** Waits until a request to `service` succeeds through the broker (lists assigned, warm). */

@@ -1,7 +1,7 @@
 /**
  * Per-client token buckets at the broker: a client may send `ratePerSec` requests a second with bursts of
  * `burst`; beyond that it is refused before any work is done, told when a token will be there. Time comes in as
- * an argument. Until clients authenticate, a client is its peer address.
+ * an argument. A client is its authenticated name at a broker with client auth, else its peer address.
  */
 export interface ClientRateLimitOptions {
   ratePerSec: number;

@@ -1,3 +1,4 @@
+export * from "./client-auth.js";
 export * from "./client-rate-limit.js";
 export * from "./deadline.js";
 export * from "./retry-hint.js";

@@ -1,5 +1,20 @@
+import { ClientTokensError, readClientTokensFile } from "@infergrid/dataplane";
 import { field } from "@infergrid/runtime";
 import { z } from "zod";
+
+/**
+ * Why the tokens file cannot be used, or undefined. Read here as well as at start, so that a bad file stops
+ * start-up with status 2 and a message naming the option, like any bad value.
+ */
+function tokensFileProblem(path: string): string | undefined {
+  try {
+    readClientTokensFile(path);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ClientTokensError) return err.message;
+    throw err;
+  }
+}
 
 export const brokerConfig = z.object({
   httpPort: field.port(0).describe("HTTP/JSON ingress port (0 = any free port)"),
@@ -12,8 +27,19 @@ export const brokerConfig = z.object({
   maxFailovers: field.int(3, 0, 16).describe("other frontends tried when one cannot be reached"),
   clientRateLimit: field
     .number(0, 0)
-    .describe("requests a second one client (its peer address) may send; beyond it RESOURCE_EXHAUSTED / 429 (0 = no limit)"),
+    .describe(
+      "requests a second one client (its authenticated name, else its peer address) may send; beyond it RESOURCE_EXHAUSTED / 429 (0 = no limit)",
+    ),
   clientBurst: field.int(0, 0).describe("requests one client may send at once above its rate (0 = one second's worth)"),
+  clientTokensFile: field
+    .optionalString()
+    .superRefine((path, ctx) => {
+      const problem = path === undefined ? undefined : tokensFileProblem(path);
+      if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .describe(
+      "client auth: file of '<client> sha256:<hex of SHA-256 of its token>' lines; every request then needs 'authorization: Bearer <token>' (reloaded on SIGHUP; docs/security.md)",
+    ),
 });
 
 export type BrokerConfig = z.infer<typeof brokerConfig>;

@@ -2,8 +2,8 @@ import { STATUS_CODES } from "node:http";
 import { retryAfterMs } from "@infergrid/dataplane";
 import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
-import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
-import type { Ingress } from "./ingress.js";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { type Ingress, UnauthenticatedError } from "./ingress.js";
 
 const SNAKE_TO_CAMEL: Record<string, string> = { request_id: "requestId", deadline_unix_ms: "deadlineUnixMs" };
 
@@ -28,6 +28,7 @@ function sendError(reply: FastifyReply, err: unknown): FastifyReply {
   const s = statusOf(err);
   const retry = retryAfterMs(s.metadata);
   if (retry !== undefined) reply.header("retry-after", String(Math.max(1, Math.ceil(retry / 1000))));
+  if (err instanceof UnauthenticatedError) reply.header("www-authenticate", err.challenge);
   return reply.code(httpStatusForGrpc(s.code)).send({
     error: { code: grpc.status[s.code], message: s.details, ...(retry === undefined ? {} : { retryAfterMs: retry }) },
   });
@@ -81,6 +82,17 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     },
   });
 
+  /** Each admitted request's client, set by the onRequest hook (before the body is read) for the handler. */
+  const clients = new WeakMap<FastifyRequest, string>();
+  const authenticate = async (req: FastifyRequest, reply: FastifyReply) => {
+    try {
+      clients.set(req, ingress.admit("http", { authorization: req.headers.authorization, peer: req.ip }));
+    } catch (err) {
+      // Answered here, so the body of a request that did not authenticate is never parsed.
+      return sendError(reply, err);
+    }
+  };
+
   const infer = async (
     body: unknown,
     service: string | undefined,
@@ -110,9 +122,10 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     }
   };
 
-  app.post("/v1/infer", (req, reply) => infer(req.body, undefined, req.headers, req.ip, reply));
-  app.post<{ Params: { service: string } }>("/v1/services/:service/infer", (req, reply) =>
-    infer(req.body, req.params.service, req.headers, req.ip, reply),
+  const clientOf = (req: FastifyRequest) => clients.get(req) ?? req.ip;
+  app.post("/v1/infer", { onRequest: authenticate }, (req, reply) => infer(req.body, undefined, req.headers, clientOf(req), reply));
+  app.post<{ Params: { service: string } }>("/v1/services/:service/infer", { onRequest: authenticate }, (req, reply) =>
+    infer(req.body, req.params.service, req.headers, clientOf(req), reply),
   );
   app.get("/healthz", (_req, reply) => reply.code(200).send({ status: "ok" }));
 

@@ -1,11 +1,45 @@
 import { randomUUID } from "node:crypto";
-import { type ClientRateLimiter, deadlineMs, effectiveDeadline, routedRequestProblem, unavailableMetadata } from "@infergrid/dataplane";
+import {
+  type ClientAuthenticator,
+  type ClientRateLimiter,
+  deadlineMs,
+  effectiveDeadline,
+  routedRequestProblem,
+  unavailableMetadata,
+} from "@infergrid/dataplane";
 import type { RoutedInferRequest } from "@infergrid/proto";
-import { GrpcStatusError, grpc, statusOf } from "@infergrid/runtime";
+import { GrpcStatusError, grpc, type Logger, LogThrottle, statusOf } from "@infergrid/runtime";
 import { Counter, Histogram, type Registry } from "prom-client";
 import type { Forwarder } from "./forwarder.js";
 
 export type Protocol = "grpc" | "http";
+
+/** What a request says about who sent it, read before anything else of it. */
+export interface Caller {
+  /** Every `authorization` value that came (gRPC metadata, HTTP header). */
+  authorization: string | readonly string[] | undefined;
+  /** The peer's address, without the port: the client when authentication is off, and the key of failure logs. */
+  peer: string;
+  /** The client named by the caller's verified TLS certificate (spiffe://infergrid/client/<name>), if any. */
+  certificateClient?: string | undefined;
+}
+
+/** The client auth the broker enforces: undefined when no tokens file is configured (every caller admitted). */
+export interface IngressAuth {
+  authenticator: ClientAuthenticator;
+  logger: Logger;
+}
+
+/** Thrown for a caller that did not authenticate; HTTP answers it 401 with its challenge. */
+export class UnauthenticatedError extends GrpcStatusError {
+  constructor(
+    message: string,
+    /** The WWW-Authenticate value (RFC 6750: error="invalid_token" only when a token was presented). */
+    readonly challenge: string,
+  ) {
+    super(grpc.status.UNAUTHENTICATED, message);
+  }
+}
 
 /**
  * The broker's one request path, shared by the gRPC and HTTP front doors: validate, fix the
@@ -14,13 +48,17 @@ export type Protocol = "grpc" | "http";
 export class Ingress {
   private readonly requests: Counter<"protocol" | "code">;
   private readonly duration: Histogram<"protocol">;
+  private readonly unauthenticated: Counter<"protocol" | "reason">;
+  /** Per peer address: a client sending without (or with a wrong) token at line rate must not flood the log. */
+  private readonly authLogThrottle = new LogThrottle(10_000, 5);
 
   constructor(
     private readonly forwarder: Forwarder,
     private readonly requestTimeoutMs: number,
     registry: Registry,
-    /** Per-client limit, checked before anything else; undefined: none. */
+    /** Per-client limit, checked right after authentication; undefined: none. */
     private readonly limiter?: ClientRateLimiter,
+    private readonly auth?: IngressAuth,
   ) {
     this.requests = new Counter({
       name: "infergrid_broker_requests_total",
@@ -35,6 +73,34 @@ export class Ingress {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     });
+    this.unauthenticated = new Counter({
+      name: "infergrid_broker_unauthenticated_total",
+      help: "Requests refused because their client did not authenticate (missing, malformed or unknown token), before any work",
+      labelNames: ["protocol", "reason"],
+      registers: [registry],
+    });
+  }
+
+  /**
+   * Who the request comes from: its authenticated client name when client auth is on (else its peer address),
+   * the key of its rate limit. Costs a hash and a map lookup, so that unauthenticated floods stay cheap; a
+   * refusal is counted here as the request's one outcome.
+   */
+  admit(protocol: Protocol, caller: Caller): string {
+    if (!this.auth) return caller.peer;
+    const decision = this.auth.authenticator.authenticate(caller.authorization, caller.certificateClient);
+    if (decision.ok) return decision.client;
+    this.unauthenticated.inc({ protocol, reason: decision.reason });
+    this.countRejected(protocol, grpc.status.UNAUTHENTICATED);
+    const log = this.authLogThrottle.admit(caller.peer, Date.now());
+    if (log.write) {
+      this.auth.logger.warn(
+        { peer: caller.peer, protocol, reason: decision.reason, suppressed: log.suppressed },
+        "refused a request that did not authenticate",
+      );
+    }
+    const challenge = decision.reason === "missing" ? 'Bearer realm="infergrid"' : 'Bearer realm="infergrid", error="invalid_token"';
+    throw new UnauthenticatedError(decision.message, challenge);
   }
 
   /** Counts a request refused before it reached `handle` (too large, unparsable). */
@@ -42,7 +108,7 @@ export class Ingress {
     this.requests.inc({ protocol, code: grpc.status[code] });
   }
 
-  /** `client`: who sent it (its peer address until clients authenticate), for the per-client limit. */
+  /** `client`: who sent it (what `admit` returned), for the per-client limit. */
   async handle(
     protocol: Protocol,
     request: RoutedInferRequest,

@@ -1,13 +1,31 @@
 import { MembershipTable, serveMember } from "@infergrid/control-plane";
-import { ClientRateLimiter, peerAddress } from "@infergrid/dataplane";
+import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
-import { ClientCache, runService, unaryHandler } from "@infergrid/runtime";
+import { ClientCache, type Logger, peerIdentity, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { brokerConfig } from "./config.js";
 import { Forwarder, watchFrontends } from "./forwarder.js";
 import { FrontendRotation } from "./frontend-rotation.js";
 import { buildHttpIngress } from "./http-ingress.js";
-import { Ingress } from "./ingress.js";
+import { Ingress, type IngressAuth } from "./ingress.js";
+
+/** Client auth from the tokens file (already checked by the config), read again on SIGHUP: rotation without a restart. */
+function clientAuth(file: string, parent: Logger): IngressAuth {
+  const logger = parent.child({ component: "client-auth" });
+  const authenticator = new ClientAuthenticator(readClientTokensFile(file));
+  logger.info({ file, clients: authenticator.clients.length }, "client auth on: every request needs a client token");
+  process.on("SIGHUP", () => {
+    try {
+      authenticator.replace(readClientTokensFile(file));
+      logger.info({ file, clients: authenticator.clients.length }, "client tokens reloaded");
+    } catch (err) {
+      if (!(err instanceof ClientTokensError)) throw err;
+      // A half-written or broken file must not lock every client out: the tokens in use stay.
+      logger.error({ problem: err.message }, "client tokens file not reloaded; the previous tokens stay in use");
+    }
+  });
+  return { authenticator, logger };
+}
 
 await runService("broker", brokerConfig, async (ctx) => {
   const { config, logger, metrics, nc, advertise } = ctx;
@@ -39,7 +57,8 @@ await runService("broker", brokerConfig, async (ctx) => {
           burst: config.clientBurst > 0 ? config.clientBurst : Math.max(1, Math.ceil(config.clientRateLimit)),
         })
       : undefined;
-  const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter);
+  const auth = config.clientTokensFile === undefined ? undefined : clientAuth(config.clientTokensFile, logger);
+  const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter, auth);
 
   const housekeeping = setInterval(() => {
     const now = Date.now();
@@ -61,7 +80,15 @@ await runService("broker", brokerConfig, async (ctx) => {
     maxReceiveMessageBytes: config.maxRequestBytes,
     register: (server) =>
       server.addService(RoutedInferenceDefinition, {
-        Infer: unaryHandler(logger, (req, call) => ingress.handle("grpc", req, call.getDeadline(), peerAddress(call.getPeer()))),
+        Infer: unaryHandler(logger, async (req, call) => {
+          const identity = peerIdentity(call);
+          const client = ingress.admit("grpc", {
+            authorization: call.metadata.get("authorization").map(String),
+            peer: peerAddress(call.getPeer()),
+            certificateClient: identity?.role === "client" ? identity.id : undefined,
+          });
+          return ingress.handle("grpc", req, call.getDeadline(), client);
+        }),
       }),
   });
 

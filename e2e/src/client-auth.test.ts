@@ -1,0 +1,275 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { InferenceServiceDefinition } from "@infergrid/proto";
+import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
+import { eventually, makeCa, makeCert, repoRoot, type ServiceProcess, serviceEntry } from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { emulatedSpec, infer, registerService, startCluster, type TestCluster } from "./process-cluster.js";
+
+/**
+ * Client auth at the broker on real processes (NATS, allocator, a backend, a frontend, the broker started with
+ * --client-tokens-file and a per-client rate limit): tokens are made with the client-token CLI; a request
+ * without a token, or with a wrong one, is refused UNAUTHENTICATED / 401 and reaches neither frontend nor
+ * backend; a valid token is answered; each client has its own rate bucket; the file is reloaded on SIGHUP; a
+ * bad file stops the broker at start with status 2, naming the line.
+ */
+let cluster: TestCluster;
+let dir = "";
+const tokensFile = () => join(dir, "client-tokens");
+
+/** A token from the CLI: the token on stdout, the tokens file's line on stderr. */
+function makeToken(name: string): { token: string; line: string } {
+  const r = spawnSync(process.execPath, [join(repoRoot, "services/broker/dist/client-token.js"), name], { encoding: "utf8" });
+  expect(r.status).toBe(0);
+  const token = r.stdout.trim();
+  const line = r.stderr.trim().split("\n").pop() ?? "";
+  expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  expect(line).toMatch(new RegExp(`^${name} sha256:[0-9a-f]{64}$`));
+  return { token, line };
+}
+
+/** Written whole, then renamed over the file: the broker never reads half a file. */
+function writeTokens(lines: string[]): void {
+  writeFileSync(`${tokensFile()}.tmp`, `# clients of the test broker\n${lines.join("\n")}\n`);
+  renameSync(`${tokensFile()}.tmp`, tokensFile());
+}
+
+const bearer = (token: string) => {
+  const md = new grpc.Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  return md;
+};
+
+let alpha = { token: "", line: "" };
+let beta = { token: "", line: "" };
+
+/** The gRPC status of one Infer through the broker (OK or the error's). */
+async function grpcCode(metadata?: grpc.Metadata): Promise<grpc.status> {
+  try {
+    await infer(cluster, { service: "svc" }, 5_000, metadata);
+    return grpc.status.OK;
+  } catch (err) {
+    if (!isServiceError(err)) throw err;
+    return err.code;
+  }
+}
+
+function httpInfer(headers: Record<string, string>, body: string = JSON.stringify({ service: "svc" })): Promise<Response> {
+  return fetch(`${cluster.httpUrl}/v1/infer`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+}
+
+/** Sum of a counter's series on a process's /metrics (optionally only the series whose labels include `having`). */
+async function counter(p: ServiceProcess, name: string, having = ""): Promise<number> {
+  const text = await (await fetch(`http://${p.ready.metricsAddress}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith(`${name}{`) && line.includes(having)) total += Number(line.split(" ").pop());
+  }
+  return total;
+}
+
+/** What reached the frontend and the backend: Infer calls the frontend answered, Execute calls the backend ran. */
+async function reachedPastBroker(): Promise<{ frontend: number; backend: number }> {
+  const [f, b] = [cluster.frontends[0], cluster.backends[0]];
+  if (!f || !b) throw new Error("no frontend or backend");
+  return {
+    frontend: await counter(f, "infergrid_frontend_requests_total"),
+    backend: await counter(b, "infergrid_backend_requests_total"),
+  };
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("client auth at the broker", () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "infergrid-client-auth-"));
+    alpha = makeToken("alpha");
+    beta = makeToken("beta");
+    writeTokens([alpha.line, beta.line]);
+    cluster = await startCluster({
+      backends: 1,
+      frontends: 1,
+      brokerEnv: {
+        INFERGRID_CLIENT_TOKENS_FILE: tokensFile(),
+        INFERGRID_CLIENT_RATE_LIMIT: "5",
+        INFERGRID_CLIENT_BURST: "10",
+      },
+    });
+    await registerService(cluster, emulatedSpec("svc", { initialBackends: 1 }));
+    await eventually("svc to serve", () => infer(cluster, { service: "svc" }, 2_000, bearer(alpha.token)), 30_000, 300);
+  }, 60_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("refuses requests without a token or with a wrong one, over gRPC and HTTP, before they reach a frontend or a backend", async () => {
+    const before = await reachedPastBroker();
+    const refusedBefore = await counter(cluster.broker, "infergrid_broker_unauthenticated_total");
+
+    const wrong = makeToken("alpha").token; // well-formed, of a known name, in no file
+    const grpcCodes = [
+      await grpcCode(),
+      await grpcCode(bearer(wrong)),
+      await grpcCode(bearer(alpha.line.split("sha256:")[1] ?? "")), // the stored hash is not a token
+      await grpcCode(new grpc.Metadata()), // an empty header set
+    ];
+    const basic = new grpc.Metadata();
+    basic.set("authorization", `Basic ${alpha.token}`);
+    grpcCodes.push(await grpcCode(basic));
+    expect(grpcCodes).toEqual(Array(5).fill(grpc.status.UNAUTHENTICATED));
+
+    const missing = await httpInfer({});
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get("www-authenticate")).toBe('Bearer realm="infergrid"');
+    expect(((await missing.json()) as { error: { code: string } }).error.code).toBe("UNAUTHENTICATED");
+    const bad = await httpInfer({ authorization: `Bearer ${wrong}` });
+    expect(bad.status).toBe(401);
+    expect(bad.headers.get("www-authenticate")).toBe('Bearer realm="infergrid", error="invalid_token"');
+    expect(((await bad.json()) as { error: { code: string; message: string } }).error).toEqual({
+      code: "UNAUTHENTICATED",
+      message: "unknown client token",
+    });
+    // Refused before the body is read: not JSON, or over --max-request-bytes (4 MiB), the answer is still 401.
+    expect((await httpInfer({}, "{not json")).status).toBe(401);
+    expect((await httpInfer({ authorization: "Bearer nope" }, "x".repeat(5 * 1024 * 1024))).status).toBe(401);
+    // The per-service route too.
+    const routed = await fetch(`${cluster.httpUrl}/v1/services/svc/infer`, { method: "POST", body: "{}" });
+    expect(routed.status).toBe(401);
+
+    const refused = 5 + 5;
+    expect((await counter(cluster.broker, "infergrid_broker_unauthenticated_total")) - refusedBefore).toBe(refused);
+    expect(await reachedPastBroker()).toEqual(before);
+
+    // The counters do move for a request that authenticates: the check above could have failed.
+    expect(await grpcCode(bearer(alpha.token))).toBe(grpc.status.OK);
+    const ok = await httpInfer({ authorization: `Bearer ${beta.token}` });
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { backendId: string }).backendId).toBeTruthy();
+    const after = await reachedPastBroker();
+    expect(after.frontend - before.frontend).toBe(2);
+    expect(after.backend - before.backend).toBe(2);
+  });
+
+  it("keeps one rate bucket per client: a client over its rate does not use up another's", async () => {
+    await pause(2_500); // both buckets full again (burst 10 at 5/s)
+    const burst = (token: string) => Promise.all(Array.from({ length: 25 }, () => grpcCode(bearer(token))));
+    const okOf = (codes: grpc.status[]) => codes.filter((c) => c === grpc.status.OK).length;
+    const first = await burst(alpha.token);
+    // beta right after alpha, from the same address: keyed by peer address it would find the bucket empty.
+    const second = await burst(beta.token);
+    for (const codes of [first, second]) {
+      expect(okOf(codes)).toBeGreaterThanOrEqual(10);
+      expect(okOf(codes)).toBeLessThanOrEqual(13); // the burst and what the rate refilled while they went out
+      expect(codes.filter((c) => c !== grpc.status.OK).every((c) => c === grpc.status.RESOURCE_EXHAUSTED)).toBe(true);
+    }
+    // Unauthenticated requests take no token from anyone's bucket (they never get that far).
+    await pause(2_500);
+    await Promise.all(Array.from({ length: 30 }, () => grpcCode()));
+    expect(okOf(await burst(alpha.token))).toBeGreaterThanOrEqual(10);
+  });
+
+  it("reloads the tokens file on SIGHUP, and keeps the tokens in use when the new file is bad", async () => {
+    await pause(2_500);
+    const rotated = makeToken("alpha");
+    writeTokens([rotated.line, beta.line]);
+    process.kill(cluster.broker.pid, "SIGHUP");
+    await cluster.broker.waitForLog((l) => l.msg === "client tokens reloaded", 5_000);
+    expect(await grpcCode(bearer(alpha.token))).toBe(grpc.status.UNAUTHENTICATED);
+    expect(await grpcCode(bearer(rotated.token))).toBe(grpc.status.OK);
+
+    writeTokens([rotated.line, "gamma not-a-hash"]);
+    process.kill(cluster.broker.pid, "SIGHUP");
+    const error = await cluster.broker.waitForLog((l) => l.msg?.startsWith("client tokens file not reloaded") === true, 5_000);
+    expect(String(error.problem)).toContain(`${tokensFile()} line 3`);
+    expect(await grpcCode(bearer(rotated.token))).toBe(grpc.status.OK);
+    expect(await grpcCode(bearer(beta.token))).toBe(grpc.status.OK);
+    expect(cluster.broker.isRunning()).toBe(true);
+  });
+
+  it("a broker whose tokens file is bad refuses to start, naming the line (and never echoing a token)", () => {
+    const secret = makeToken("x").token;
+    writeFileSync(join(dir, "bad-tokens"), `alpha ${alpha.line.split(" ")[1]}\nbeta ${secret}\n`);
+    const r = spawnSync(process.execPath, [serviceEntry("broker")], {
+      env: { ...process.env, INFERGRID_CLIENT_TOKENS_FILE: join(dir, "bad-tokens") },
+      encoding: "utf8",
+      timeout: 15_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("--client-tokens-file / INFERGRID_CLIENT_TOKENS_FILE");
+    expect(r.stderr).toContain(`${join(dir, "bad-tokens")} line 2`);
+    expect(r.stderr + r.stdout).not.toContain(secret);
+  });
+});
+
+/**
+ * With gRPC mutual TLS: a client certificate naming spiffe://infergrid/client/<name> authenticates without a
+ * token; a certificate of another role does not; a presented token still decides.
+ */
+describe("client auth at the broker by client certificate (mutual TLS)", () => {
+  const SERVER_NAME = "infergrid.internal";
+  let tlsDir = "";
+  let tlsCluster: TestCluster;
+  const at = (name: string) => join(tlsDir, name);
+  const channel = { "grpc.ssl_target_name_override": SERVER_NAME };
+  const creds = (name: string) =>
+    grpc.credentials.createSsl(readFileSync(at("ca.pem")), readFileSync(at(`${name}.key`)), readFileSync(at(`${name}.pem`)));
+
+  /** One Infer through the broker over a channel with `certificate`'s credentials: OK or the error's code. */
+  async function callAs(certificate: string, metadata?: grpc.Metadata): Promise<grpc.status> {
+    const client = new grpc.Client(tlsCluster.broker.ready.grpcAddress ?? "", creds(certificate), channel);
+    try {
+      await unaryCall(client, InferenceServiceDefinition.Infer, { service: "svc" }, { deadline: Date.now() + 5_000, metadata });
+      return grpc.status.OK;
+    } catch (err) {
+      if (!isServiceError(err)) throw err;
+      return err.code;
+    } finally {
+      client.close();
+    }
+  }
+
+  let delta = { token: "", line: "" };
+
+  beforeAll(async () => {
+    tlsDir = mkdtempSync(join(tmpdir(), "infergrid-client-auth-tls-"));
+    makeCa(tlsDir, "ca");
+    makeCert(tlsDir, "svc", "ca", `IP:127.0.0.1,DNS:${SERVER_NAME}`);
+    makeCert(tlsDir, "carol", "ca", `IP:127.0.0.1,URI:spiffe://infergrid/client/carol`);
+    makeCert(tlsDir, "admin", "ca", `IP:127.0.0.1,URI:spiffe://infergrid/admin/admin`);
+    makeCert(tlsDir, "plain", "ca", `IP:127.0.0.1`);
+    delta = makeToken("delta");
+    writeFileSync(at("client-tokens"), `${delta.line}\n`);
+    tlsCluster = await startCluster({
+      backends: 1,
+      frontends: 1,
+      env: {
+        INFERGRID_GRPC_TLS_CERT_FILE: at("svc.pem"),
+        INFERGRID_GRPC_TLS_KEY_FILE: at("svc.key"),
+        INFERGRID_GRPC_TLS_CA_FILE: at("ca.pem"),
+        INFERGRID_GRPC_TLS_SERVER_NAME: SERVER_NAME,
+      },
+      brokerEnv: { INFERGRID_CLIENT_TOKENS_FILE: at("client-tokens") },
+      grpcClient: { credentials: creds("admin"), options: channel },
+    });
+    await registerService(tlsCluster, emulatedSpec("svc", { initialBackends: 1 }));
+    await eventually("svc to serve", async () => expect(await callAs("carol")).toBe(grpc.status.OK), 30_000, 300);
+  }, 90_000);
+
+  afterAll(async () => {
+    await tlsCluster?.stop();
+    if (tlsDir) rmSync(tlsDir, { recursive: true, force: true });
+  });
+
+  it("admits a client certificate without a token, and nothing else without one", async () => {
+    expect(await callAs("carol")).toBe(grpc.status.OK);
+    expect(await callAs("admin")).toBe(grpc.status.UNAUTHENTICATED);
+    expect(await callAs("plain")).toBe(grpc.status.UNAUTHENTICATED);
+    expect(await callAs("plain", bearer(delta.token))).toBe(grpc.status.OK);
+    // What is presented is checked: a wrong token is refused even with a client certificate.
+    expect(await callAs("carol", bearer(makeToken("carol").token))).toBe(grpc.status.UNAUTHENTICATED);
+  });
+});
