@@ -1,7 +1,7 @@
 import { decodeRoutedInfer, inference } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
 import { effectiveDeadline } from "./deadline.js";
-import { inputsProblem, routedRequestProblem, tensorProblem } from "./validate.js";
+import { inputsProblem, MAX_ELEMENTS, routedRequestProblem, tensorProblem } from "./validate.js";
 
 const routed = (req: inference.InferRequest.$Properties) =>
   routedRequestProblem(decodeRoutedInfer(inference.InferRequest.encode(req).finish()));
@@ -43,6 +43,22 @@ describe("a routed request's check (broker and frontend: the form, not the value
     for (const [c, problem] of cases.slice(2)) expect(inputsProblem(c.inputs)).toBe(problem);
     const ok = routed({ service: "a", inputs: { x: { dims: [2, 2], data: [1, 2, 3, 4] } } });
     expect(ok).toEqual({ shapes: new Map([["x", { dtype: "", dims: [2, 2], values: 4 }]]) });
+  });
+
+  it("caps the values of all inputs together, where the form is read and where the values are decoded", () => {
+    const half = MAX_ELEMENTS / 2;
+    const atCap = { a: { dims: [half], data: new Float32Array(half) }, b: { dims: [half], data: new Float32Array(half) } };
+    const over = { ...atCap, c: { dims: [1], data: new Float32Array(1) } };
+    const message = `${MAX_ELEMENTS + 1} values in all inputs, at most ${MAX_ELEMENTS}`;
+    expect(inputsProblem(atCap)).toBeUndefined();
+    expect(inputsProblem(over)).toBe(message);
+    const asSent = (inputs: Record<string, { dims: number[]; data: Float32Array }>) =>
+      routed({
+        service: "a",
+        inputs: Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, { dims: t.dims, data: Array.from(t.data) }])),
+      });
+    expect(asSent(atCap)).toHaveProperty("shapes");
+    expect(asSent(over)).toEqual({ problem: message });
   });
 
   it("leaves values to the backend, and refuses bytes that are not a request", () => {

@@ -7,6 +7,12 @@ const MAX_DIMS = 8;
  * costs every hop a map of 100,000 entries and a backend seconds of decoding, paid by the other clients.
  */
 export const MAX_INPUTS = 64;
+/**
+ * Values a request may carry across all its inputs: 16 MiB of float32, a batch of 27 images of 224x224x3. At
+ * the default --max-request-bytes (4 MiB) the byte cap binds first; this one bounds the decoding and the
+ * model's work when an operator raises that cap.
+ */
+export const MAX_ELEMENTS = 4 * 1024 * 1024;
 
 /**
  * A tensor's form, checked without its values: known dtype, at most MAX_DIMS non-negative integer dims, and
@@ -56,14 +62,20 @@ function tooManyInputs(n: number): string | undefined {
   return n > MAX_INPUTS ? `${n} inputs, at most ${MAX_INPUTS}` : undefined;
 }
 
+function tooManyValues(n: number): string | undefined {
+  return n > MAX_ELEMENTS ? `${n} values in all inputs, at most ${MAX_ELEMENTS}` : undefined;
+}
+
 export function inputsProblem(inputs: Record<string, TensorInput | null> | null | undefined): string | undefined {
   const many = tooManyInputs(Object.keys(inputs ?? {}).length);
   if (many) return many;
+  let values = 0;
   for (const [name, t] of Object.entries(inputs ?? {})) {
     const p = nameProblem(name) ?? tensorProblem(name, t);
     if (p) return p;
+    values += t?.data?.length ?? 0;
   }
-  return undefined;
+  return tooManyValues(values);
 }
 
 function headerProblem(service: string, requestId: string, deadlineUnixMs: number): string | undefined {
@@ -87,9 +99,12 @@ export function routedRequestProblem(req: RoutedInferRequest): { problem: string
   if (many) return { problem: many };
   const read = inputShapes(req.inputs);
   if (!read.ok) return { problem: read.error };
+  let values = 0;
   for (const [name, shape] of read.shapes) {
     const p = nameProblem(name) ?? shapeProblem(name, shape);
     if (p) return { problem: p };
+    values += shape?.values ?? 0;
   }
-  return { shapes: read.shapes };
+  const heavy = tooManyValues(values);
+  return heavy ? { problem: heavy } : { shapes: read.shapes };
 }
