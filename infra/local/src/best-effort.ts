@@ -49,8 +49,10 @@ export class BestEffortWatch {
   constructor(
     allocatorAddress: string,
     private readonly now: () => number = Date.now,
+    /** An admin certificate when the allocator admits its admin API by role; undefined: plaintext. */
+    credentials?: grpc.ChannelCredentials,
   ) {
-    this.admin = createClient(allocatorAddress);
+    this.admin = createClient(allocatorAddress, credentials);
   }
 
   async submit(spec: control.BestEffortJobSpec.$Properties): Promise<void> {

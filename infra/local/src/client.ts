@@ -36,8 +36,10 @@ export class BrokerClient {
     address: string,
     private readonly inputs: ReadonlyMap<string, Inputs>,
     private readonly deadlineMs: number,
+    /** The CLI's client certificate (the broker's port takes only mutual TLS); undefined: plaintext. */
+    credentials?: grpc.ChannelCredentials,
   ) {
-    this.client = createClient(address);
+    this.client = createClient(address, credentials);
   }
 
   /**
@@ -87,9 +89,17 @@ export class BrokerClient {
   }
 }
 
-/** Registers every service with the allocator's admin API, retrying while it is still coming up. */
-export async function registerServices(allocatorAddress: string, services: readonly DemoService[], timeoutMs = 20_000): Promise<void> {
-  const admin = createClient(allocatorAddress);
+/**
+ * Registers every service with the allocator's admin API, retrying while it is still coming up; `credentials`:
+ * an admin certificate when the allocator admits its admin API by role, undefined for plaintext.
+ */
+export async function registerServices(
+  allocatorAddress: string,
+  services: readonly DemoService[],
+  credentials?: grpc.ChannelCredentials,
+  timeoutMs = 20_000,
+): Promise<void> {
+  const admin = createClient(allocatorAddress, credentials);
   try {
     for (const s of services) {
       const end = Date.now() + timeoutMs;
@@ -113,8 +123,8 @@ export async function registerServices(allocatorAddress: string, services: reado
 }
 
 /** The ordered backend lists as the allocator holds them, for the banner. */
-export async function listServices(allocatorAddress: string): Promise<control.ServiceEntry[]> {
-  const admin = createClient(allocatorAddress);
+export async function listServices(allocatorAddress: string, credentials?: grpc.ChannelCredentials): Promise<control.ServiceEntry[]> {
+  const admin = createClient(allocatorAddress, credentials);
   try {
     const reply = await unaryCall(admin, AllocatorAdminDefinition.ListServices, {}, { deadline: Date.now() + 5_000 });
     return (reply.services ?? []) as control.ServiceEntry[];

@@ -1,10 +1,14 @@
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import type { NatsRole } from "@infergrid/control-plane";
 import type { RestartBackoffOptions } from "@infergrid/core";
+import type { grpc, NatsOptions } from "@infergrid/runtime";
 import { findNatsServer, type ServiceName, serviceEntry } from "@infergrid/testkit";
 import { makeNatsIdentities, poolBackendEnv } from "./nats-identities.js";
 import type { ScalingPolicy } from "./options.js";
 import { type ChildHandle, type SpawnOptions, startLoggedNats, startLoggedService } from "./processes.js";
 import { pinnedPortEnv, type Relaunch, type RestartCounts, type Supervised, type SupervisionEvent, Supervisor } from "./supervisor.js";
+import { CLI_ADMIN_ID, CLI_CLIENT_ID, GRPC_CHANNEL_OPTIONS, makeTlsIdentities, poolBackendTlsEnv, type TlsRole } from "./tls-identities.js";
 
 /**
  * Time constants for a demo that replays hours in minutes: the services' defaults are the papers'
@@ -77,9 +81,15 @@ export interface ClusterShape {
   runDir: string;
   /** Port of the live web console (0: any free port). */
   consolePort: number;
-  /** Every process on NATS as its own user with its role's permissions (docs/security.md); false: one open server. */
+  /**
+   * Every process on NATS as its own user with its role's permissions, NATS over TLS, gRPC mutual TLS with a
+   * certificate naming each process's role and peer roles enforced (docs/security.md); false: one open NATS
+   * server and plaintext gRPC.
+   */
   secure: boolean;
 }
+
+export type NatsObserver = Pick<NatsOptions, "user" | "pass" | "tls">;
 
 export interface Cluster {
   /** The same for the whole run: a restarted nats-server takes the first one's port. */
@@ -89,8 +99,13 @@ export interface Cluster {
   broker: Supervised;
   /** The live web console (its ready line's httpAddress). */
   console: Supervised;
-  /** The credentials of this CLI's own read-only connections to NATS (undefined: the server is open). */
-  natsObserver: { user: string; pass: string } | undefined;
+  /** This CLI's own read-only connections to NATS: its user and TLS files (undefined: the server is open). */
+  natsObserver: NatsObserver | undefined;
+  /**
+   * This CLI's gRPC credentials towards the broker (client) and the allocator's admin API (admin), with the
+   * channel options every client needs (GRPC_CHANNEL_OPTIONS); undefined: plaintext.
+   */
+  grpcCallers: { client: grpc.ChannelCredentials; admin: grpc.ChannelCredentials; channelOptions: grpc.ChannelOptions } | undefined;
   /** Every process, in start order (nats-server first), each restarted when it dies until the cluster stops. */
   all(): Supervised[];
   /** No restart from now on (the first Ctrl-C); `stop` does this first. */
@@ -211,22 +226,31 @@ export async function startCluster(
 ): Promise<Cluster> {
   const backendIds = Array.from({ length: shape.backends }, (_, i) => `backend-${pad(i)}`);
   const frontendIds = Array.from({ length: shape.frontends }, (_, i) => `frontend-${i}`);
-  const identities = shape.secure
-    ? makeNatsIdentities(shape.runDir, [
-        { id: "allocator", role: "allocator" },
-        { id: "predictor", role: "predictor" },
-        { id: "console", role: "console" },
-        { id: "broker", role: "broker" },
-        ...backendIds.map((id) => ({ id, role: "backend" as const })),
-        ...frontendIds.map((id) => ({ id, role: "frontend" as const })),
-      ])
-    : undefined;
-  const nats = await startLoggedNats(findNatsServer(), shape.runDir, identities ? ["-c", identities.confPath] : []);
-  /** A service's environment with its own NATS identity (the allocator also hands one to the backends it starts). */
+  const members: { id: string; role: TlsRole & NatsRole }[] = [
+    { id: "allocator", role: "allocator" },
+    { id: "predictor", role: "predictor" },
+    { id: "console", role: "console" },
+    { id: "broker", role: "broker" },
+    ...backendIds.map((id) => ({ id, role: "backend" as const })),
+    ...frontendIds.map((id) => ({ id, role: "frontend" as const })),
+  ];
+  const identities = shape.secure ? makeNatsIdentities(shape.runDir, members) : undefined;
+  const tls = shape.secure ? makeTlsIdentities(shape.runDir, members) : undefined;
+  let natsArgs: string[] = [];
+  if (identities && tls) {
+    const conf = join(shape.runDir, "nats-server.conf");
+    // nats-server resolves an include against the including file's directory, even an absolute path.
+    writeFileSync(conf, `include ${JSON.stringify(relative(shape.runDir, identities.confPath))}\n${tls.natsServerTls}`, { mode: 0o600 });
+    natsArgs = ["-c", conf];
+  }
+  const nats = await startLoggedNats(findNatsServer(), shape.runDir, natsArgs);
+  /** A service's environment with its own identity (the allocator also hands one to the backends it starts). */
   const envOf = (role: Parameters<typeof serviceEnv>[2], id: string) => ({
     ...serviceEnv(shape, nats.url, role, id),
     ...identities?.env(id),
+    ...tls?.env(id),
     ...(identities && role === "allocator" ? poolBackendEnv(identities) : {}),
+    ...(tls && role === "allocator" ? poolBackendTlsEnv(tls) : {}),
   });
   const started: ChildHandle[] = [nats];
   const relaunchers = new Map<ChildHandle, Relaunch<ChildHandle>>();
@@ -290,7 +314,10 @@ export async function startCluster(
       allocator: slotOf(allocator),
       broker: slotOf(broker),
       console: slotOf(web),
-      natsObserver: identities?.observer,
+      natsObserver: identities && tls ? { ...identities.observer, tls: tls.files(CLI_CLIENT_ID) } : undefined,
+      grpcCallers: tls
+        ? { client: tls.grpcCredentials(CLI_CLIENT_ID), admin: tls.grpcCredentials(CLI_ADMIN_ID), channelOptions: GRPC_CHANNEL_OPTIONS }
+        : undefined,
       all: () => [...slots],
       stopRestarts: () => supervisor.stopRestarts(),
       restarts: () => supervisor.restarts(),

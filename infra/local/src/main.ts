@@ -8,6 +8,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { seededRandom } from "@infergrid/core";
+import { grpc, setDefaultGrpcCredentials } from "@infergrid/runtime";
 import { repoRoot } from "@infergrid/testkit";
 import { arrivalSchedule } from "@infergrid/workload";
 import { BestEffortWatch, bestEffortSpec, renderJob } from "./best-effort.js";
@@ -203,6 +204,15 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     }
     throw err;
   }
+  if (cluster.grpcCallers) {
+    // Every client of this process then checks the servers' certificates by the name they carry (createClient
+    // applies the default channel options whatever credentials a call site passes); this CLI serves nothing.
+    setDefaultGrpcCredentials({
+      server: grpc.ServerCredentials.createInsecure(),
+      client: cluster.grpcCallers.client,
+      channelOptions: cluster.grpcCallers.channelOptions,
+    });
+  }
   const staleMs = 4 * DEMO_TIMING.heartbeatMs;
   const meter = new HeartbeatBackendSeconds(staleMs);
   const inUse = new InUseTracker(2_500);
@@ -214,13 +224,14 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
   try {
     watch = await ControlPlaneWatch.open(cluster.natsUrl, cluster.natsObserver, meter, inUse, now);
     if (timeline) closeTimeline = await watchThemis(cluster.natsUrl, cluster.natsObserver, timeline, now);
-    await registerServices(cluster.allocator.ready.grpcAddress ?? "", plan.services);
+    await registerServices(cluster.allocator.ready.grpcAddress ?? "", plan.services, cluster.grpcCallers?.admin);
     const kinds = new Set<InputKind>(plan.services.map((s) => s.input));
     const inputsByKind = await buildInputs(kinds);
     broker = new BrokerClient(
       cluster.broker.ready.grpcAddress ?? "",
       new Map(plan.services.map((s) => [s.name, inputsByKind[s.input]])),
       options.deadlineMs,
+      cluster.grpcCallers?.client,
     );
     say(`console: http://${cluster.console.ready.httpAddress}/ (live; open it in a browser)`);
     say(`registered ${plan.services.length} services; waiting until each answers through the broker ...`);
@@ -242,7 +253,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
       const end = Date.now() + themis.coldStartMs + 30_000;
       while (w.warmBackends(name) < 1 && Date.now() < end && !interrupts.interrupted) await sleep(200);
     }
-    for (const entry of await listServices(cluster.allocator.ready.grpcAddress ?? "").catch(() => [])) {
+    for (const entry of await listServices(cluster.allocator.ready.grpcAddress ?? "", cluster.grpcCallers?.admin).catch(() => [])) {
       const ids = entry.backends.map((b) => b.backendId);
       say(`  ${entry.spec?.name}: ordered list of ${ids.length} backends [${ids.join(", ")}], ${entry.minWarm} kept warm`);
     }
@@ -297,7 +308,10 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     const view = new LiveView(process.stdout, frame);
     notice = (line) => view.print(`  ${line}`);
 
-    const bestEffort = options.bestEffortItems > 0 ? new BestEffortWatch(cluster.allocator.ready.grpcAddress ?? "", now) : undefined;
+    const bestEffort =
+      options.bestEffortItems > 0
+        ? new BestEffortWatch(cluster.allocator.ready.grpcAddress ?? "", now, cluster.grpcCallers?.admin)
+        : undefined;
     const startedAt = new Date();
     const t0 = now();
     meter.begin(t0);

@@ -32,7 +32,7 @@ export interface Options {
   consolePort: number;
   /** A process that dies is started again with backoff (--no-restart: it stays down). */
   restart: boolean;
-  /** --insecure: one open NATS server instead of an identity per process with its role's permissions. */
+  /** --insecure: one open NATS server and plaintext gRPC instead of an identity and a certificate per process. */
   insecure: boolean;
   /** Heterogeneous mode: the Kairos model served (its scenario file gives QoS and prices), or undefined. */
   kairos: string | undefined;
@@ -206,7 +206,7 @@ export function buildProgram(): Command {
     .option("--console-port <port>", "port of the live web console (0: any free port)", int(0, "a port number"), 8090)
     .option(
       "--insecure",
-      "NATS open to any process (for experiments); by default each process connects as its own user with its role's permissions (docs/security.md)",
+      "open NATS and plaintext gRPC (for experiments); by default each process connects to NATS over TLS as its own user with its role's permissions, and gRPC is mutual TLS with peer roles, each process with a certificate from a throwaway CA made for the run (docs/security.md)",
     )
     .option(
       "--no-restart",

@@ -8,6 +8,7 @@
 import { subjects } from "@infergrid/control-plane";
 import { backend, control } from "@infergrid/proto";
 import { connectNats, createLogger, subscribeMessages } from "@infergrid/runtime";
+import type { NatsObserver } from "./local-cluster.js";
 
 const WARM = new Set([backend.BackendState.BACKEND_STATE_WARM_IDLE, backend.BackendState.BACKEND_STATE_BUSY]);
 
@@ -179,7 +180,7 @@ export class ThemisTimeline {
 /** Feeds the timeline from the backends' heartbeats on NATS; resolves to a closer. */
 export async function watchThemis(
   natsUrl: string,
-  credentials: { user: string; pass: string } | undefined,
+  credentials: NatsObserver | undefined,
   timeline: ThemisTimeline,
   now: () => number,
 ): Promise<() => Promise<void>> {

@@ -1,6 +1,7 @@
 import { subjects } from "@infergrid/control-plane";
 import { backend, control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection, subscribeMessages } from "@infergrid/runtime";
+import type { NatsObserver } from "./local-cluster.js";
 import { type HeartbeatBackendSeconds, type InUseTracker, occupies } from "./observers.js";
 
 /**
@@ -33,7 +34,7 @@ export class ControlPlaneWatch {
 
   static async open(
     natsUrl: string,
-    credentials: { user: string; pass: string } | undefined,
+    credentials: NatsObserver | undefined,
     meter: HeartbeatBackendSeconds,
     inUse: InUseTracker,
     now: () => number,

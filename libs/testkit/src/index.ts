@@ -1,4 +1,5 @@
 export * from "./certs.js";
+export type { FloodCounts } from "./hostile-client.js";
 export * from "./nats-server.js";
 export * from "./registry-writer.js";
 export * from "./service-process.js";

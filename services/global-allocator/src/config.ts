@@ -124,6 +124,10 @@ export const allocatorConfig = z.object({
     .optionalString()
     .describe("local: the NATS user the backends it starts connect as (with --pool-backend-nats-pass-file); default: this process's own"),
   poolBackendNatsPassFile: field.optionalString().describe("local: the file holding that user's password"),
+  poolBackendGrpcTlsCertFile: field
+    .optionalString()
+    .describe("local: the certificate the backends it starts present (with --pool-backend-grpc-tls-key-file); default: this process's own"),
+  poolBackendGrpcTlsKeyFile: field.optionalString().describe("local: that certificate's key"),
   poolBackendEntry: field
     .optionalString()
     .describe("local: the backend-worker's compiled entry (default: services/backend-worker/dist/main.js beside this service)"),
@@ -218,11 +222,18 @@ export type AllocatorConfig = z.infer<typeof allocatorConfig>;
  */
 export function configProblems(
   config: Pick<AllocatorConfig, "poolActuator" | "poolTypes" | "instanceTypes"> &
-    Partial<Pick<AllocatorConfig, "budgetPerHour" | "poolBackendNatsUser" | "poolBackendNatsPassFile">>,
+    Partial<
+      Pick<
+        AllocatorConfig,
+        "budgetPerHour" | "poolBackendNatsUser" | "poolBackendNatsPassFile" | "poolBackendGrpcTlsCertFile" | "poolBackendGrpcTlsKeyFile"
+      >
+    >,
 ): string[] {
   const problems: string[] = [];
   if ((config.poolBackendNatsUser === undefined) !== (config.poolBackendNatsPassFile === undefined))
     problems.push("--pool-backend-nats-user and --pool-backend-nats-pass-file: give both or neither");
+  if ((config.poolBackendGrpcTlsCertFile === undefined) !== (config.poolBackendGrpcTlsKeyFile === undefined))
+    problems.push("--pool-backend-grpc-tls-cert-file and --pool-backend-grpc-tls-key-file: give both or neither");
   if (config.budgetPerHour !== undefined && config.instanceTypes === undefined)
     problems.push("--budget-per-hour / INFERGRID_BUDGET_PER_HOUR: needs --instance-types (the budget buys instances at their prices)");
   const pools = config.poolTypes;

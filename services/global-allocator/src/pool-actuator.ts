@@ -35,14 +35,22 @@ function single(config: AllocatorConfig, instanceId: string, logger: Logger, wor
   return new LocalProcessActuator({
     entry: config.poolBackendEntry ?? fileURLToPath(new URL("../../backend-worker/dist/main.js", import.meta.url)),
     // Children inherit this process's environment (NATS URL, credentials, TLS files, heartbeat), but a
-    // backend's own NATS identity when one is given (the allocator's may write the registry; a backend's may
-    // not); ports must be their own.
+    // backend's own NATS identity and certificate when given (the allocator's may write the registry and
+    // resize backends; a backend's may not); ports must be their own.
     env: {
       INFERGRID_GRPC_PORT: "0",
       INFERGRID_METRICS_PORT: "0",
       INFERGRID_LOG_LEVEL: "warn",
       ...(config.poolBackendNatsUser !== undefined
         ? { INFERGRID_NATS_USER: config.poolBackendNatsUser, INFERGRID_NATS_PASS_FILE: config.poolBackendNatsPassFile ?? "" }
+        : {}),
+      ...(config.poolBackendGrpcTlsCertFile !== undefined
+        ? {
+            INFERGRID_GRPC_TLS_CERT_FILE: config.poolBackendGrpcTlsCertFile,
+            INFERGRID_GRPC_TLS_KEY_FILE: config.poolBackendGrpcTlsKeyFile ?? "",
+            INFERGRID_NATS_TLS_CERT_FILE: config.poolBackendGrpcTlsCertFile,
+            INFERGRID_NATS_TLS_KEY_FILE: config.poolBackendGrpcTlsKeyFile ?? "",
+          }
         : {}),
     },
     ...(config.poolBackendNatsUser !== undefined
