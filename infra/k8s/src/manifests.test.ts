@@ -16,6 +16,11 @@ if (!kubectl) {
   process.stderr.write("infra/k8s: SKIPPED: kubectl not found (PATH or env KUBECTL); the manifests were not rendered\n");
 }
 
+interface Probe {
+  grpc?: { port: number };
+  tcpSocket?: { port: number | string };
+  httpGet?: unknown;
+}
 interface Container {
   name: string;
   image: string;
@@ -25,9 +30,9 @@ interface Container {
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   resizePolicy?: { resourceName: string; restartPolicy: string }[];
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
-  readinessProbe?: { grpc?: { port: number }; httpGet?: unknown };
-  livenessProbe?: { grpc?: { port: number }; httpGet?: unknown };
-  startupProbe?: { grpc?: { port: number }; httpGet?: unknown };
+  readinessProbe?: Probe;
+  livenessProbe?: Probe;
+  startupProbe?: Probe;
   securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
 }
 interface PodSpec {
@@ -75,7 +80,15 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     expect(objects.length).toBeGreaterThanOrEqual(25);
     expect(validate(objects)).toEqual([]);
     const ns = overlay === "local" ? "infergrid-local" : "infergrid";
-    const clusterScoped = ["Namespace", "ClusterRole", "ClusterRoleBinding"];
+    // kustomize 5.5 does not know the admission policy kinds are cluster-scoped and gives them the overlay's
+    // namespace, which kubectl drops for cluster-scoped kinds.
+    const clusterScoped = [
+      "Namespace",
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
+    ];
     for (const o of objects.filter((x) => !clusterScoped.includes(x.kind)))
       expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(ns);
   });
@@ -100,33 +113,44 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
     }
   });
 
-  it("probes every service on the gRPC health service, with requests and limits, as a non-root user with nothing to escalate", () => {
-    for (const w of workloads) {
-      const pod = w.spec.template.spec;
-      expect(pod.securityContext?.runAsNonRoot, w.metadata.name).toBe(true);
-      expect(pod.securityContext?.runAsUser).toBeGreaterThan(0);
-      for (const c of pod.containers) {
-        for (const r of ["cpu", "memory"]) {
-          expect(c.resources?.requests?.[r], `${w.metadata.name} requests.${r}`).toBeDefined();
-          expect(c.resources?.limits?.[r], `${w.metadata.name} limits.${r}`).toBeDefined();
-        }
-        expect(c.securityContext).toMatchObject({
-          allowPrivilegeEscalation: false,
-          readOnlyRootFilesystem: true,
-          capabilities: { drop: ["ALL"] },
-        });
-        if (w.kind === "Deployment" && w.metadata.name === "console") {
-          // The console serves no gRPC: /healthz on its metrics port, which needs no token.
-          for (const probe of [c.readinessProbe, c.livenessProbe])
-            expect(probe?.httpGet, "console").toEqual({ path: "/healthz", port: "metrics" });
-        } else if (w.kind === "Deployment") {
-          for (const probe of [c.startupProbe, c.readinessProbe, c.livenessProbe]) expect(probe?.grpc?.port, w.metadata.name).toBe(50051);
-        } else {
-          expect(c.readinessProbe?.httpGet).toBeDefined();
+  it(
+    overlay === "local"
+      ? "probes every service on the gRPC health service, with requests and limits, as a non-root user with nothing to escalate"
+      : "probes every gRPC service with a TCP connect (kubelet has no client certificate for mutual TLS), with requests and limits, as a non-root user with nothing to escalate",
+    () => {
+      for (const w of workloads) {
+        const pod = w.spec.template.spec;
+        expect(pod.securityContext?.runAsNonRoot, w.metadata.name).toBe(true);
+        expect(pod.securityContext?.runAsUser).toBeGreaterThan(0);
+        for (const c of pod.containers) {
+          for (const r of ["cpu", "memory"]) {
+            expect(c.resources?.requests?.[r], `${w.metadata.name} requests.${r}`).toBeDefined();
+            expect(c.resources?.limits?.[r], `${w.metadata.name} limits.${r}`).toBeDefined();
+          }
+          expect(c.securityContext).toMatchObject({
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            capabilities: { drop: ["ALL"] },
+          });
+          if (w.kind === "Deployment" && w.metadata.name === "console") {
+            // The console serves no gRPC: /healthz on its metrics port, which needs no token.
+            for (const probe of [c.readinessProbe, c.livenessProbe])
+              expect(probe?.httpGet, "console").toEqual({ path: "/healthz", port: "metrics" });
+          } else if (w.kind === "Deployment" && overlay === "local") {
+            for (const probe of [c.startupProbe, c.readinessProbe, c.livenessProbe]) expect(probe?.grpc?.port, w.metadata.name).toBe(50051);
+          } else if (w.kind === "Deployment") {
+            for (const probe of [c.startupProbe, c.readinessProbe, c.livenessProbe]) {
+              expect(probe?.tcpSocket, w.metadata.name).toEqual({ port: "grpc" });
+              expect(probe?.grpc, w.metadata.name).toBeUndefined();
+            }
+            expect(c.ports?.find((p) => p.name === "grpc")?.containerPort, w.metadata.name).toBe(50051);
+          } else {
+            expect(c.readinessProbe?.httpGet).toBeDefined();
+          }
         }
       }
-    }
-  });
+    },
+  );
 
   it("gives every service its role's NATS user, the password from the Secret (never a literal), and NATS those users' permissions", () => {
     const secretNames = byKind(objects, "Secret").map((s) => s.metadata.name);

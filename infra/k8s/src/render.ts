@@ -2,7 +2,9 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Certificate, Issuer } from "@kubernetes-models/cert-manager/cert-manager.io/v1";
 import { PodMonitor, PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
+import { ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding } from "kubernetes-models/admissionregistration.k8s.io/v1";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { NetworkPolicy } from "kubernetes-models/networking.k8s.io/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
@@ -34,10 +36,10 @@ export function findKubectl(): string | undefined {
   return undefined;
 }
 
-/** `kubectl kustomize` of a folder under infra/k8s (kustomize is built into kubectl). */
-export function render(path: string, kubectl = findKubectl()): K8sObject[] {
+/** `kubectl kustomize` of a folder under infra/k8s, or under `root` (kustomize is built into kubectl). */
+export function render(path: string, kubectl = findKubectl(), root = k8sRoot): K8sObject[] {
   if (!kubectl) throw new Error("kubectl not found (PATH or env KUBECTL): it renders the kustomize overlays");
-  const out = execFileSync(kubectl, ["kustomize", join(k8sRoot, path)], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  const out = execFileSync(kubectl, ["kustomize", join(root, path)], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   return parseAllDocuments(out)
     .map((d) => d.toJS() as K8sObject | null)
     .filter((o): o is K8sObject => o !== null);
@@ -61,6 +63,11 @@ const models: Record<string, new (data: never) => { validate(): void }> = {
   "rbac.authorization.k8s.io/v1/RoleBinding": RoleBinding,
   "rbac.authorization.k8s.io/v1/ClusterRole": ClusterRole,
   "rbac.authorization.k8s.io/v1/ClusterRoleBinding": ClusterRoleBinding,
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy": ValidatingAdmissionPolicy,
+  "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding": ValidatingAdmissionPolicyBinding,
+  // production's gRPC CA (cert-manager's CRDs).
+  "cert-manager.io/v1/Issuer": Issuer,
+  "cert-manager.io/v1/Certificate": Certificate,
   // monitoring/ (in production): the Prometheus Operator's CRDs.
   "monitoring.coreos.com/v1/PodMonitor": PodMonitor,
   "monitoring.coreos.com/v1/PrometheusRule": PrometheusRule,
