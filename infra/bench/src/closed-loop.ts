@@ -1,12 +1,21 @@
+import { grpc } from "@infergrid/runtime";
 /** Percentile by nearest rank over a sorted copy. */
 export function percentile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
 }
 
+function errorKey(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "number") return grpc.status[code] ?? String(code);
+  return err instanceof Error ? err.message : String(err);
+}
+
 export interface LoopResult {
   requests: number;
   errors: number;
+  /** Errors by gRPC status name (or the error's message when it carries no code). */
+  errorsByCode: Record<string, number>;
   seconds: number;
   perSecond: number;
   p50Ms: number;
@@ -26,6 +35,7 @@ export async function closedLoop(
 ): Promise<LoopResult> {
   const latencies: number[] = [];
   let errors = 0;
+  const errorsByCode: Record<string, number> = {};
   let measuring = false;
   let stop = false;
   const worker = async () => {
@@ -34,8 +44,12 @@ export async function closedLoop(
       try {
         await call();
         if (measuring) latencies.push(performance.now() - t0);
-      } catch {
-        if (measuring) errors += 1;
+      } catch (err) {
+        if (measuring) {
+          errors += 1;
+          const key = errorKey(err);
+          errorsByCode[key] = (errorsByCode[key] ?? 0) + 1;
+        }
       }
     }
   };
@@ -54,6 +68,7 @@ export async function closedLoop(
   return {
     requests: latencies.length,
     errors,
+    errorsByCode,
     seconds,
     perSecond: latencies.length / seconds,
     p50Ms: percentile(latencies, 0.5),

@@ -146,7 +146,7 @@ console.log("|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   const direct = r.path === "backend directly";
   console.log(
-    `| ${r.payload} | ${r.path} | ${num(r.result.perSecond)} | ${num(r.result.p50Ms, 1)} | ${num(r.result.p99Ms, 1)} | ${r.result.errors} | ` +
+    `| ${r.payload} | ${r.path} | ${num(r.result.perSecond)} | ${num(r.result.p50Ms, 1)} | ${num(r.result.p99Ms, 1)} | ${r.result.errors === 0 ? 0 : `${r.result.errors} ${JSON.stringify(r.result.errorsByCode)}`} | ` +
       `${num(r.cpuUs.client)} | ${direct ? "-" : num(r.cpuUs.broker)} | ${direct ? "-" : num(r.cpuUs.frontend)} | ${num(r.cpuUs.backend)} |`,
   );
 }

@@ -88,6 +88,9 @@ export class H2Channel implements UnaryChannel {
     this.connectOptions = {
       // The answers of the request path are small; a large window keeps big ones from waiting on WINDOW_UPDATEs.
       settings: { initialWindowSize: 4 * 1024 * 1024, enablePush: false },
+      // Node's default (10 MB of buffered frames per session) is reached by a few dozen image answers in flight
+      // under those windows, and nghttp2 then resets new streams (ENHANCE_YOUR_CALM); grpc-js lifts it too.
+      maxSessionMemory: Number.MAX_SAFE_INTEGER,
       ...(tls
         ? {
             ca: tls.ca,
@@ -242,7 +245,9 @@ export class H2Channel implements UnaryChannel {
           ? grpc.status.UNAVAILABLE
           : rst === http2.constants.NGHTTP2_CANCEL
             ? grpc.status.CANCELLED
-            : grpc.status.INTERNAL;
+            : rst === http2.constants.NGHTTP2_ENHANCE_YOUR_CALM
+              ? grpc.status.RESOURCE_EXHAUSTED
+              : grpc.status.INTERNAL;
       fail(code, `${this.address}: ${err.message}`);
     });
     stream.on("close", () => {
