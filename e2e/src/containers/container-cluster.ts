@@ -1,13 +1,30 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { AllocatorAdminDefinition, type admin, type control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
-import { createClient, type grpc, unaryCall } from "@infergrid/runtime";
+import { createClient, type grpc, type NatsOptions, unaryCall } from "@infergrid/runtime";
+import {
+  CLI_ADMIN_ID,
+  CLI_CLIENT_ID,
+  GRPC_CHANNEL_OPTIONS,
+  makeNatsIdentities,
+  makeTlsIdentities,
+  type NatsIdentities,
+  type TlsIdentities,
+  type TlsRole,
+} from "@infergrid/testkit";
 import { GenericContainer, getContainerRuntimeClient, Network, type StartedNetwork, type StartedTestContainer, Wait } from "testcontainers";
 
 /**
  * The whole system as containers on a private network, as `npm run images` built them: a real
- * NATS (JetStream, user/password auth) and every service, each in its own container, reached by
- * name inside the network. The test process is outside it and reaches the broker, the allocator's
+ * NATS (JetStream) and every service, each in its own container, reached by name inside the network.
+ * Secure by default, as `npm start` and the production overlay run it (docs/security.md): every
+ * container connects to NATS over TLS as its own user with its role's permissions, and speaks gRPC
+ * with mutual TLS and peer roles, with a certificate from a throwaway CA made for the run; each
+ * container gets only its own password, certificate and key (copied in at the paths its environment
+ * names). `secure: false`: one NATS account for all, plaintext gRPC. The test process is outside it and reaches the broker, the allocator's
  * admin API and NATS through published ports. Each container's host port is fixed at creation, so
  * a container that is stopped and started again (a restart after a crash) keeps its address.
  */
@@ -41,6 +58,30 @@ export interface ClusterShape {
   frontendEnv?: Record<string, string>;
   allocatorEnv?: Record<string, string>;
   brokerEnv?: Record<string, string>;
+  /** Default true: per-process NATS identities over TLS, gRPC mutual TLS with peer roles. */
+  secure?: boolean;
+}
+
+/** Which role's certificate and NATS permissions a container of this image gets. */
+const IDENTITY_ROLE: Record<Exclude<Role, "nats">, TlsRole> = {
+  broker: "broker",
+  frontend: "frontend",
+  "backend-worker": "backend",
+  predictor: "predictor",
+  "global-allocator": "allocator",
+  console: "console",
+};
+
+/** Frontends a drill may start beyond the first ones (replacement pods), each with an identity made at start. */
+const SPARE_FRONTENDS = 2;
+
+/** What a secure run made: the identities and the directory holding them on the host. */
+interface Security {
+  dir: string;
+  nats: NatsIdentities;
+  tls: TlsIdentities;
+  /** Each identity's role: a container is started only under an identity of its image's role. */
+  roles: Map<string, TlsRole>;
 }
 
 async function freePort(): Promise<number> {
@@ -56,20 +97,28 @@ async function freePort(): Promise<number> {
 
 export class ContainerCluster {
   readonly nodes = new Map<string, Node>();
-  /** The NATS account every service uses; a fresh password per run (and checked absent from logs). */
-  readonly natsUser = "infergrid";
-  readonly natsPass = randomBytes(18).toString("base64url");
+  /** The NATS account every service uses when the cluster is not secure; a fresh password per run. */
+  private readonly openNatsUser = "infergrid";
+  private readonly openNatsPass = randomBytes(18).toString("base64url");
   brokerClient!: grpc.Client;
   adminClient!: grpc.Client;
 
   private constructor(
     readonly network: StartedNetwork,
     private readonly shape: ClusterShape,
+    private readonly security: Security | undefined,
   ) {}
 
   static async start(shape: ClusterShape): Promise<ContainerCluster> {
-    const network = await new Network().start();
-    const cluster = new ContainerCluster(network, shape);
+    const security = shape.secure === false ? undefined : makeSecurity(shape);
+    let network: StartedNetwork;
+    try {
+      network = await new Network().start();
+    } catch (err) {
+      if (security) rmSync(security.dir, { recursive: true, force: true });
+      throw err;
+    }
+    const cluster = new ContainerCluster(network, shape, security);
     try {
       await cluster.startNats();
       await cluster.startService("global-allocator", "allocator", {
@@ -92,8 +141,17 @@ export class ContainerCluster {
       ]);
       const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
       if (failed) throw failed.reason;
-      cluster.brokerClient = createClient(`127.0.0.1:${cluster.node("broker").hostPort(50051)}`);
-      cluster.adminClient = createClient(`127.0.0.1:${cluster.node("allocator").hostPort(50051)}`);
+      const tls = security?.tls;
+      cluster.brokerClient = createClient(
+        `127.0.0.1:${cluster.node("broker").hostPort(50051)}`,
+        tls?.grpcCredentials(CLI_CLIENT_ID),
+        tls ? GRPC_CHANNEL_OPTIONS : {},
+      );
+      cluster.adminClient = createClient(
+        `127.0.0.1:${cluster.node("allocator").hostPort(50051)}`,
+        tls?.grpcCredentials(CLI_ADMIN_ID),
+        tls ? GRPC_CHANNEL_OPTIONS : {},
+      );
       return cluster;
     } catch (err) {
       await cluster.stop();
@@ -109,6 +167,31 @@ export class ContainerCluster {
 
   get natsUrlFromHost(): string {
     return `nats://127.0.0.1:${this.node("nats").hostPort(4222)}`;
+  }
+
+  get secure(): boolean {
+    return this.security !== undefined;
+  }
+
+  /** How the test process connects to NATS from the host: read-only observer (secure) or the shared account. */
+  natsFromHost(name: string): NatsOptions {
+    const s = this.security;
+    if (!s) return { servers: this.natsUrlFromHost, name, user: this.openNatsUser, pass: this.openNatsPass };
+    return { servers: this.natsUrlFromHost, name, ...s.nats.observer, tls: s.tls.files(CLI_CLIENT_ID) };
+  }
+
+  /** The test process's gRPC credentials as the CLI's client or admin identity (use with GRPC_CHANNEL_OPTIONS). */
+  callerCredentials(as: "client" | "admin"): grpc.ChannelCredentials {
+    const tls = this.security?.tls;
+    if (!tls) throw new Error("the cluster is not secure: no caller certificates");
+    return tls.grpcCredentials(as === "client" ? CLI_CLIENT_ID : CLI_ADMIN_ID);
+  }
+
+  /** Every NATS password of the run: none may appear in a container's log. */
+  natsPasswords(): string[] {
+    const s = this.security;
+    if (!s) return [this.openNatsPass];
+    return [...s.nats.passwordFiles().map((f) => readFileSync(f, "utf8").trim()), s.nats.observer.pass];
   }
 
   frontendNames(): string[] {
@@ -133,10 +216,22 @@ export class ContainerCluster {
 
   private async startNats(): Promise<void> {
     const ports = { 4222: await freePort(), 8222: await freePort() };
-    const container = await new GenericContainer(image("nats"))
+    const s = this.security;
+    let nats = new GenericContainer(image("nats"));
+    if (s) {
+      // The users with their roles' permissions and the tls block, in one file at the paths the block names.
+      const conf = join(s.dir, "nats-server.conf");
+      writeFileSync(conf, `${readFileSync(s.nats.confPath, "utf8")}\n${s.tls.natsServerTls}`, { mode: 0o600 });
+      const server = s.tls.natsServerFiles();
+      nats = nats
+        .withCopyFilesToContainer(readable([conf, server.certFile, server.keyFile, server.caFile]))
+        .withCommand(["-js", "-sd", "/data", "-m", "8222", "-c", conf]);
+    } else {
+      nats = nats.withCommand(["-js", "-sd", "/data", "-m", "8222", "--user", this.openNatsUser, "--pass", this.openNatsPass]);
+    }
+    const container = await nats
       .withNetwork(this.network)
       .withNetworkAliases("nats")
-      .withCommand(["-js", "-sd", "/data", "-m", "8222", "--user", this.natsUser, "--pass", this.natsPass])
       .withExposedPorts({ container: 4222, host: ports[4222] }, { container: 8222, host: ports[8222] })
       .withWaitStrategy(Wait.forHttp("/healthz", 8222).forStatusCode(200))
       .withStartupTimeout(30_000)
@@ -151,8 +246,18 @@ export class ContainerCluster {
     // Lines printed before the container is ready too (a container that dies at start-up says why).
     const early: string[] = [];
     let container: StartedTestContainer;
+    const s = this.security;
+    let identity: Record<string, string> = { INFERGRID_NATS_USER: this.openNatsUser, INFERGRID_NATS_PASS: this.openNatsPass };
+    let definition = new GenericContainer(image(`infergrid-${role}`));
+    if (s) {
+      const nats = s.nats.env(name);
+      const tls = s.tls.files(name);
+      identity = { ...nats, ...s.tls.env(name) };
+      definition = definition.withCopyFilesToContainer(readable([nats.INFERGRID_NATS_PASS_FILE, tls.certFile, tls.keyFile, tls.caFile]));
+      if (IDENTITY_ROLE[role] !== s.roles.get(name)) throw new Error(`${name} was given a ${s.roles.get(name)} identity, not ${role}'s`);
+    }
     try {
-      container = await new GenericContainer(image(`infergrid-${role}`))
+      container = await definition
         .withNetwork(this.network)
         .withNetworkAliases(name)
         .withEnvironment({
@@ -160,8 +265,7 @@ export class ContainerCluster {
           INFERGRID_ID: name,
           INFERGRID_ADVERTISE_HOST: name,
           INFERGRID_NATS_URL: "nats://nats:4222",
-          INFERGRID_NATS_USER: this.natsUser,
-          INFERGRID_NATS_PASS: this.natsPass,
+          ...identity,
           ...env,
         })
         .withExposedPorts(...Object.entries(ports).map(([c, h]) => ({ container: Number(c), host: h })))
@@ -294,5 +398,39 @@ export class ContainerCluster {
     this.adminClient?.close();
     await Promise.all([...this.nodes.values()].map((n) => n.container.stop({ timeout: 1000 }).catch(() => undefined)));
     await this.network.stop().catch(() => undefined);
+    if (this.security) rmSync(this.security.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Files copied into a container at the path they have on the host (the environment names that path). The
+ * images run as a non-root user and a copied file belongs to root, so it is made readable to all: inside the
+ * container, where that user is the only one.
+ */
+function readable(paths: readonly string[]): { source: string; target: string; mode: number }[] {
+  return paths.map((p) => ({ source: p, target: p, mode: 0o444 }));
+}
+
+/** The run's identities: one per container the shape starts, spare frontends for replacements. */
+function makeSecurity(shape: ClusterShape): Security {
+  const members: { id: string; role: TlsRole & ("frontend" | "backend" | "broker" | "allocator" | "predictor" | "console") }[] = [
+    { id: "allocator", role: "allocator" },
+    { id: "predictor", role: "predictor" },
+    { id: "broker", role: "broker" },
+    { id: "console", role: "console" },
+    ...Array.from({ length: shape.frontends + SPARE_FRONTENDS }, (_, i) => ({ id: `frontend-${i}`, role: "frontend" as const })),
+    ...Array.from({ length: shape.backends }, (_, i) => ({ id: `backend-${String(i).padStart(2, "0")}`, role: "backend" as const })),
+  ];
+  const dir = mkdtempSync(join(tmpdir(), "ig-containers-"));
+  try {
+    return {
+      dir,
+      nats: makeNatsIdentities(dir, members),
+      tls: makeTlsIdentities(dir, members, { natsServerNames: ["nats"] }),
+      roles: new Map(members.map((m) => [m.id, m.role])),
+    };
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   }
 }

@@ -149,7 +149,7 @@ beforeAll(async () => {
       INFERGRID_SCALE_IN_COOLDOWN_MS: "600000",
     },
   });
-  watch = await LoadWatch.open(cluster.natsUrlFromHost, cluster.natsUser, cluster.natsPass);
+  watch = await LoadWatch.open(cluster.natsFromHost("drill-load-watch"));
   await cluster.registerService(
     emulatedSpec(SERVICE, { locMs: 10, scaleMs: 10, shape: 0.3, coldStartMs: 200, rtMaxMs: RT_MAX_MS, maxBackends: 6, initialBackends: 4 }),
   );

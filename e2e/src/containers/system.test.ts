@@ -1,14 +1,18 @@
+import { AllocatorAdminDefinition, InferenceServiceDefinition } from "@infergrid/proto";
+import { grpc } from "@infergrid/runtime";
+import { GRPC_CHANNEL_OPTIONS } from "@infergrid/testkit";
+import { connect } from "@nats-io/transport-node";
 import { getContainerRuntimeClient } from "testcontainers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LoadDriver } from "../load-driver.js";
-import { emulatedSpec } from "../process-cluster.js";
+import { callWith, emulatedSpec } from "../process-cluster.js";
 import { ContainerCluster, image } from "./container-cluster.js";
 import { replay, traceSlice } from "./trace.js";
 
 /**
  * The whole system as containers (images from `npm run images`) on a private network with a real
- * NATS container (JetStream, password auth): allocator, predictor, 2 frontends, 6 backends and the
- * broker. A trace slice is replayed through the broker; every request sent ends answered or
+ * NATS container (JetStream, a user per process over TLS; gRPC mutual TLS with peer roles): allocator,
+ * predictor, 2 frontends, 6 backends and the broker. A trace slice is replayed through the broker; every request sent ends answered or
  * explicitly failed.
  */
 let cluster: ContainerCluster;
@@ -95,14 +99,50 @@ describe("the system in containers", () => {
     expect(c.failed / c.sent).toBeLessThan(0.01);
   });
 
-  it("no container printed the NATS password", () => {
+  it("no container printed a NATS password", () => {
+    const passwords = cluster.natsPasswords();
+    expect(passwords.length).toBeGreaterThan(cluster.nodes.size - 1);
     for (const node of cluster.nodes.values()) {
       expect(node.logs.length, node.name).toBeGreaterThan(0);
       expect(
-        node.logs.filter((l) => l.includes(cluster.natsPass)),
+        node.logs.filter((l) => passwords.some((p) => l.includes(p))),
         node.name,
       ).toEqual([]);
     }
+  });
+
+  it("is secure by default: plaintext gRPC, a client without a certificate, the wrong role and anonymous NATS are refused", async () => {
+    expect(cluster.secure).toBe(true);
+    const broker = `127.0.0.1:${cluster.node("broker").hostPort(50051)}`;
+    const allocator = `127.0.0.1:${cluster.node("allocator").hostPort(50051)}`;
+    const infer = { service: "echo", inputs: { x: { dims: [1], data: [1] } } };
+    const plain = await callWith(broker, grpc.credentials.createInsecure(), InferenceServiceDefinition.Infer, infer);
+    expect(plain.ok ? "answered" : grpc.status[plain.code]).toBe("UNAVAILABLE");
+    // The broker's client certificate is the CLI's client identity: the admin API refuses it (peer roles).
+    const asClient = await callWith(
+      allocator,
+      cluster.callerCredentials("client"),
+      AllocatorAdminDefinition.ListServices,
+      {},
+      GRPC_CHANNEL_OPTIONS,
+    );
+    expect(asClient.ok ? "answered" : grpc.status[asClient.code]).toBe("PERMISSION_DENIED");
+    const asAdmin = await callWith(
+      allocator,
+      cluster.callerCredentials("admin"),
+      AllocatorAdminDefinition.ListServices,
+      {},
+      GRPC_CHANNEL_OPTIONS,
+    );
+    expect(asAdmin.ok).toBe(true);
+    const anonymous = await connect({ servers: cluster.natsUrlFromHost, reconnect: false, timeout: 3000 }).then(
+      async (nc) => {
+        await nc.close();
+        return "connected";
+      },
+      (err: unknown) => (err instanceof Error ? err.message : String(err)),
+    );
+    expect(anonymous).not.toBe("connected");
   });
 
   it("a service whose NATS user comes without the password refuses to start (exit 2), naming the option, not a value", async () => {

@@ -1,16 +1,16 @@
 import { subjects } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
-import { connectNats, createLogger, type NatsConnection, subscribeMessages } from "@infergrid/runtime";
+import { connectNats, createLogger, type NatsConnection, type NatsOptions, subscribeMessages } from "@infergrid/runtime";
 
-/** The frontends' load reports, seen from outside through NATS' published port (with the account). */
+/** The frontends' load reports, seen from outside through NATS' published port (as a read-only observer when secure). */
 export class LoadWatch {
   readonly reports = new Map<string, control.LoadReport>();
 
   private constructor(private readonly nc: NatsConnection) {}
 
-  static async open(url: string, user: string, pass: string): Promise<LoadWatch> {
+  static async open(options: NatsOptions): Promise<LoadWatch> {
     const logger = createLogger("drill", "load-watch", "error");
-    const nc = await connectNats({ servers: url, name: "drill-load-watch", user, pass }, logger);
+    const nc = await connectNats(options, logger);
     const w = new LoadWatch(nc);
     subscribeMessages(nc, subjects.allLoad, control.LoadReport, logger, (r) => {
       w.reports.set(`${r.service}/${r.frontendId}`, r);

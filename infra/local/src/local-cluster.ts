@@ -3,12 +3,22 @@ import { join, relative } from "node:path";
 import type { NatsRole } from "@infergrid/control-plane";
 import type { RestartBackoffOptions } from "@infergrid/core";
 import type { grpc, NatsOptions } from "@infergrid/runtime";
-import { findNatsServer, type ServiceName, serviceEntry } from "@infergrid/testkit";
-import { makeNatsIdentities, poolBackendEnv } from "./nats-identities.js";
+import {
+  CLI_ADMIN_ID,
+  CLI_CLIENT_ID,
+  findNatsServer,
+  GRPC_CHANNEL_OPTIONS,
+  makeNatsIdentities,
+  makeTlsIdentities,
+  poolBackendEnv,
+  poolBackendTlsEnv,
+  type ServiceName,
+  serviceEntry,
+  type TlsRole,
+} from "@infergrid/testkit";
 import type { ScalingPolicy } from "./options.js";
 import { type ChildHandle, type SpawnOptions, startLoggedNats, startLoggedService } from "./processes.js";
 import { pinnedPortEnv, type Relaunch, type RestartCounts, type Supervised, type SupervisionEvent, Supervisor } from "./supervisor.js";
-import { CLI_ADMIN_ID, CLI_CLIENT_ID, GRPC_CHANNEL_OPTIONS, makeTlsIdentities, poolBackendTlsEnv, type TlsRole } from "./tls-identities.js";
 
 /**
  * Time constants for a demo that replays hours in minutes: the services' defaults are the papers'

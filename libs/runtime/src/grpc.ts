@@ -205,9 +205,15 @@ export function unaryCall<Req, Res>(
   });
 }
 
-export function createClient(address: string, credentials?: grpc.ChannelCredentials): grpc.Client {
+/** `channelOptions`: this client's own besides the process's defaults (a TLS name override for credentials of its own). */
+export function createClient(
+  address: string,
+  credentials?: grpc.ChannelCredentials,
+  channelOptions: grpc.ChannelOptions = {},
+): grpc.Client {
   return new grpc.Client(address, credentials ?? defaults.client(), {
     ...defaults.channelOptions,
+    ...channelOptions,
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 5_000,
     "grpc.max_receive_message_length": 16 * 1024 * 1024,

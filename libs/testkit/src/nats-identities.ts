@@ -15,6 +15,8 @@ export interface NatsIdentities {
   env(id: string): { INFERGRID_NATS_USER: string; INFERGRID_NATS_PASS_FILE: string };
   /** This CLI's own read-only connections (its live view and summaries). */
   observer: { user: string; pass: string };
+  /** Every password file made (to check that no log shows a password). */
+  passwordFiles(): string[];
 }
 
 /** The user the backends the allocator starts itself share (their ids are the allocator's to choose). */
@@ -49,6 +51,7 @@ export function makeNatsIdentities(runDir: string, members: readonly { id: strin
       return { INFERGRID_NATS_USER: id, INFERGRID_NATS_PASS_FILE: file };
     },
     observer: { user: OBSERVER_USER, pass: passwords.get(OBSERVER_USER) ?? "" },
+    passwordFiles: () => [...files.values()],
   };
 }
 

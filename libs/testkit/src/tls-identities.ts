@@ -4,7 +4,7 @@ import { grpc, IDENTITY_URI_PREFIX, makeCa, makeCert } from "@infergrid/runtime"
 import { POOL_BACKENDS_USER } from "./nats-identities.js";
 
 /**
- * The local cluster's certificates (docs/security.md): a throwaway CA per run and, per process, a certificate
+ * A cluster run's certificates (docs/security.md; `npm start` and the container suite): a throwaway CA per run and, per process, a certificate
  * naming its identity `spiffe://infergrid/<role>/<id>`, with which it serves and calls gRPC (mutual TLS, peer
  * roles on) and connects to NATS (TLS, client certificate verified). Made before anything starts; the CA's key
  * is deleted once every certificate is issued, so nothing can be given an identity later in the run.
@@ -45,6 +45,8 @@ export interface TlsIdentities {
   /** A process's environment: gRPC mutual TLS with its own certificate, --grpc-peer-roles, NATS over TLS. */
   env(id: string): Record<string, string>;
   files(id: string): TlsFiles;
+  /** nats-server's own certificate, key and the CA (what natsServerTls names). */
+  natsServerFiles(): TlsFiles;
   /**
    * The CLI's gRPC credentials as `id` (CLI_CLIENT_ID towards the broker, CLI_ADMIN_ID towards the allocator),
    * to be used with GRPC_CHANNEL_OPTIONS.
@@ -61,7 +63,19 @@ export function identityUri(role: TlsRole, id: string): string {
  * allocator's to choose, and no peer-role check looks at a backend's identity), the CLI's client and admin,
  * and nats-server's.
  */
-export function makeTlsIdentities(runDir: string, members: readonly { id: string; role: TlsRole }[]): TlsIdentities {
+export interface TlsIdentitiesOptions {
+  /**
+   * Names nats-server is dialled by besides loopback (`nats` on a container network): the NATS clients check
+   * the server's certificate against the host of their URL.
+   */
+  natsServerNames?: readonly string[];
+}
+
+export function makeTlsIdentities(
+  runDir: string,
+  members: readonly { id: string; role: TlsRole }[],
+  options: TlsIdentitiesOptions = {},
+): TlsIdentities {
   const dir = join(runDir, "tls");
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const all: { id: string; role: TlsRole }[] = [
@@ -77,7 +91,8 @@ export function makeTlsIdentities(runDir: string, members: readonly { id: string
   }
   makeCa(dir, "ca", VALID_DAYS);
   for (const m of all) makeCert(dir, m.id, "ca", `URI:${identityUri(m.role, m.id)},${LOOPBACK_SANS}`, VALID_DAYS);
-  makeCert(dir, NATS_SERVER, "ca", LOOPBACK_SANS, VALID_DAYS);
+  const natsNames = (options.natsServerNames ?? []).map((n) => `,DNS:${n}`).join("");
+  makeCert(dir, NATS_SERVER, "ca", `${LOOPBACK_SANS}${natsNames}`, VALID_DAYS);
   rmSync(join(dir, "ca.key"));
   const caFile = join(dir, "ca.pem");
   const files = (id: string): TlsFiles => {
@@ -100,6 +115,7 @@ export function makeTlsIdentities(runDir: string, members: readonly { id: string
       "",
     ].join("\n"),
     files,
+    natsServerFiles: () => server,
     env: (id) => {
       const f = files(id);
       return {
