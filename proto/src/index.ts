@@ -95,3 +95,4 @@ export const AllocatorAdminDefinition = {
 export type RequestOf<M> = M extends MethodDefinition<infer Req, unknown> ? Req : never;
 export type ResponseOf<M> = M extends MethodDefinition<unknown, infer Res> ? Res : never;
 export * from "./routed.js";
+export * from "./signed-fields.js";

@@ -229,6 +229,8 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s: security", (ove
         expect(envOf(c, "INFERGRID_GRPC_TLS_KEY_FILE"), name).toBe(file("privatekey-file"));
         expect(envOf(c, "INFERGRID_GRPC_TLS_CA_FILE"), name).toBe(file("ca-file"));
         expect(envOf(c, "INFERGRID_GRPC_PEER_ROLES"), name).toBe("true");
+        // NATS users are per role: heartbeats are believed only on their own pod's signature.
+        expect(envOf(c, "INFERGRID_SIGNED_HEARTBEATS"), name).toBe("true");
         for (const probe of [c.startupProbe, c.readinessProbe, c.livenessProbe]) expect(probe?.tcpSocket, name).toEqual({ port: "grpc" });
 
         // Each caller checks for its callee's name, which only the callee's certificates carry.

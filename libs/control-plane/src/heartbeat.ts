@@ -1,5 +1,6 @@
 import { control } from "@infergrid/proto";
 import { type Logger, LogThrottle, type NatsConnection, publishMessage, type Subscription, subscribeMessages } from "@infergrid/runtime";
+import type { HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
 import { heartbeatIdentityProblem } from "./nats-permissions.js";
 import { type RoleName, roleEnum, subjects } from "./subjects.js";
 
@@ -10,6 +11,8 @@ export interface HeartbeatOptions {
   intervalMs: number;
   /** Extra fields read at each beat (a backend's state, say). */
   extra?: () => Partial<control.IHeartbeat>;
+  /** Signs each beat with this process's certificate (heartbeat-signature.ts); unsigned without. */
+  signer?: HeartbeatSigner | undefined;
 }
 
 /**
@@ -23,7 +26,7 @@ export function startHeartbeat(nc: NatsConnection, options: HeartbeatOptions): {
   const beat = (draining = false) => {
     if (nc.isClosed()) return;
     seq += 1;
-    publishMessage(nc, subject, control.Heartbeat, {
+    const hb: control.IHeartbeat = {
       role: roleEnum[options.role],
       id: options.id,
       address: options.address,
@@ -32,7 +35,9 @@ export function startHeartbeat(nc: NatsConnection, options: HeartbeatOptions): {
       seq,
       draining,
       ...options.extra?.(),
-    });
+    };
+    if (options.signer) nc.publish(subject, options.signer.seal(control.Heartbeat.encode(hb).finish()));
+    else publishMessage(nc, subject, control.Heartbeat, hb);
   };
   beat();
   const timer = setInterval(() => beat(), options.intervalMs);
@@ -50,22 +55,25 @@ const refusedLines = new LogThrottle();
 /**
  * Subscribes to heartbeats, keeping only those whose role and id are their subject's (heartbeatIdentityProblem):
  * NATS permissions let each identity publish only its own subject, so what passes here speaks for its sender.
- * A refused one is dropped and logged (at most 5 lines per subject in 10 s).
+ * With a `verifier` (--signed-heartbeats), only those signed by a certificate of the CA naming that member
+ * (for NATS users shared by a role's instances, as in Kubernetes). A refused one is dropped and logged (at
+ * most 5 lines per subject in 10 s).
  */
 export function subscribeHeartbeats(
   nc: NatsConnection,
   subject: string,
   logger: Logger,
   handle: (hb: control.Heartbeat) => void,
-  options: { onGarbled?: (subject: string) => void } = {},
+  options: { onGarbled?: (subject: string) => void; verifier?: HeartbeatVerifier | undefined } = {},
 ): Subscription {
+  const verifier = options.verifier;
   return subscribeMessages(
     nc,
     subject,
     control.Heartbeat,
     logger,
-    (hb, on) => {
-      const problem = heartbeatIdentityProblem(on, hb);
+    (hb, on, data) => {
+      const problem = heartbeatIdentityProblem(on, hb) ?? verifier?.problem(hb, data);
       if (problem === undefined) return handle(hb);
       const { write, suppressed } = refusedLines.admit(on, Date.now());
       if (write)
@@ -74,6 +82,6 @@ export function subscribeHeartbeats(
           "dropped a heartbeat that speaks for another member",
         );
     },
-    options,
+    options.onGarbled ? { onGarbled: options.onGarbled } : {},
   );
 }

@@ -1,4 +1,5 @@
 export * from "./heartbeat.js";
+export * from "./heartbeat-signature.js";
 export * from "./job-store.js";
 export * from "./member.js";
 export * from "./membership.js";

@@ -8,6 +8,7 @@ import {
   startGrpcServer,
 } from "@infergrid/runtime";
 import { startHeartbeat } from "./heartbeat.js";
+import { HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
 import type { RoleName } from "./subjects.js";
 
 export interface MemberOptions {
@@ -45,6 +46,7 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
     address,
     intervalMs: config.heartbeatMs,
     ...(options.heartbeatExtra ? { extra: options.heartbeatExtra } : {}),
+    signer: heartbeatSigner(ctx),
   });
   grpcServer.health.setStatus("", "SERVING");
   return {
@@ -56,4 +58,18 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
       { name: "grpc", run: () => grpcServer.shutdown(config.shutdownGraceMs) },
     ],
   };
+}
+
+/** A process with a gRPC certificate signs its heartbeats with it (readers with --signed-heartbeats require it). */
+export function heartbeatSigner(ctx: Pick<ServiceContext<CommonConfig>, "grpcTls">): HeartbeatSigner | undefined {
+  const tls = ctx.grpcTls;
+  return tls?.cert && tls.key ? new HeartbeatSigner(tls.cert, tls.key) : undefined;
+}
+
+/** What a heartbeat reader checks signatures with: undefined unless --signed-heartbeats (which needs gRPC TLS). */
+export function heartbeatVerifier(ctx: Pick<ServiceContext<CommonConfig>, "grpcTls" | "config">): HeartbeatVerifier | undefined {
+  if (!ctx.config.signedHeartbeats) return undefined;
+  const ca = ctx.grpcTls?.ca;
+  if (!ca) throw new Error("--signed-heartbeats needs the gRPC CA");
+  return new HeartbeatVerifier(ca);
 }

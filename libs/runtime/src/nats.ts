@@ -56,7 +56,8 @@ export function subscribeMessages<T, P>(
   subject: string,
   type: MessageType<T, P>,
   logger: Logger,
-  handle: (message: T, subject: string) => void | Promise<void>,
+  /** `data`: the bytes as they came (for a reader that checks a signature over them). */
+  handle: (message: T, subject: string, data: Uint8Array) => void | Promise<void>,
   options: { queue?: string; onGarbled?: (subject: string) => void } = {},
 ): Subscription {
   return nc.subscribe(subject, {
@@ -79,7 +80,7 @@ export function subscribeMessages<T, P>(
         return;
       }
       try {
-        const result = handle(decoded.value, msg.subject);
+        const result = handle(decoded.value, msg.subject, msg.data);
         if (result instanceof Promise)
           result.catch((e: unknown) => logger.error({ err: e, subject: msg.subject }, "message handler failed"));
       } catch (e) {

@@ -26,6 +26,7 @@ export interface SecurityConfig {
   controlToken?: string | undefined;
   controlTokenFile?: string | undefined;
   grpcPeerRoles?: boolean | undefined;
+  signedHeartbeats?: boolean | undefined;
 }
 
 export interface NatsSecurity {
@@ -135,6 +136,9 @@ export function resolveSecurity(config: SecurityConfig): ResolvedSecurity {
   }
   if (config.grpcPeerRoles === true && !anyGrpcTls) {
     problems.push(`${option("grpcPeerRoles")} needs gRPC TLS: a caller's role comes from its client certificate`);
+  }
+  if (config.signedHeartbeats === true && !anyGrpcTls) {
+    problems.push(`${option("signedHeartbeats")} needs gRPC TLS: heartbeats are checked against its CA`);
   }
   // Checked here too, so a bad control token stops start-up before anything connects.
   attempt(() => resolveControlToken(config));

@@ -6,7 +6,7 @@ import { makeInstanceId } from "./ids.js";
 import { announceReady, createLogger, type Logger } from "./logger.js";
 import { createMetricsRegistry, startMetricsServer } from "./metrics.js";
 import { connectNats, type NatsConnection } from "./nats.js";
-import { applyGrpcTls, type ResolvedSecurity, resolveSecurity } from "./security.js";
+import { applyGrpcTls, type GrpcTls, type ResolvedSecurity, resolveSecurity } from "./security.js";
 import { installShutdown, type ShutdownStep } from "./shutdown.js";
 
 /** Settings every service has. */
@@ -36,6 +36,11 @@ export const commonConfigShape = {
     .describe(
       "gRPC TLS: admit each call by the caller's role, from its certificate's spiffe://infergrid/<role>/<id> URI (docs/security.md)",
     ),
+  signedHeartbeats: field
+    .bool(false)
+    .describe(
+      "keep only heartbeats signed by a certificate of the gRPC CA that names their member (needs gRPC TLS; docs/security.md); a process with a gRPC certificate always signs its own",
+    ),
   logLevel: field.logLevel().describe("pino log level"),
   heartbeatMs: field.ms(1000).describe("membership heartbeat period"),
   shutdownGraceMs: field.ms(5000).describe("time in-flight calls get on shutdown"),
@@ -54,6 +59,8 @@ export interface ServiceContext<C> {
   advertise(port: number): string;
   /** Counts a NATS message dropped as undecodable (`infergrid_garbled_messages_total`). */
   onGarbled(): void;
+  /** This process's gRPC TLS material (certificate, key, CA), undefined when gRPC is plaintext. */
+  grpcTls: GrpcTls | undefined;
 }
 
 export interface StartedService {
@@ -111,6 +118,7 @@ export async function runService<S extends z.ZodObject>(
       nc,
       advertise: (port) => `${advertiseHost}:${port}`,
       onGarbled: () => garbled.inc(),
+      grpcTls: security.grpc,
     });
     installShutdown(
       logger,

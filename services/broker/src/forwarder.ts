@@ -1,4 +1,4 @@
-import { type MembershipTable, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
+import { type HeartbeatVerifier, type MembershipTable, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
 import { isDeliberate, unavailableMetadata } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, type NatsConnection, statusOf, unaryCall } from "@infergrid/runtime";
@@ -84,7 +84,14 @@ export class Forwarder {
 }
 
 /** Keeps the membership table fed from frontend heartbeats. */
-export function watchFrontends(nc: NatsConnection, members: MembershipTable<null>, logger: Logger, onGarbled: () => void): void {
+export function watchFrontends(
+  nc: NatsConnection,
+  members: MembershipTable<null>,
+  logger: Logger,
+  onGarbled: () => void,
+  /** --signed-heartbeats: only heartbeats signed by their frontend's certificate. */
+  verifier?: HeartbeatVerifier,
+): void {
   subscribeHeartbeats(
     nc,
     subjects.heartbeatsOf("frontend"),
@@ -95,6 +102,6 @@ export function watchFrontends(nc: NatsConnection, members: MembershipTable<null
       if (isNew && !hb.draining) logger.info({ frontend: hb.id, address: hb.address }, "frontend joined the rotation");
       if (hb.draining) logger.info({ frontend: hb.id }, "frontend is draining; out of the rotation");
     },
-    { onGarbled },
+    { onGarbled, verifier },
   );
 }

@@ -1,4 +1,4 @@
-import { MembershipTable, serveMember } from "@infergrid/control-plane";
+import { heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { ClientCache, type Logger, peerIdentity, runService, unaryHandler } from "@infergrid/runtime";
@@ -37,7 +37,7 @@ await runService("broker", brokerConfig, async (ctx) => {
     help: "Calls moved to another frontend",
     registers: [metrics],
   });
-  watchFrontends(nc, members, logger.child({ component: "membership" }), ctx.onGarbled);
+  watchFrontends(nc, members, logger.child({ component: "membership" }), ctx.onGarbled, heartbeatVerifier(ctx));
   const forwarder = new Forwarder(
     members,
     rotation,

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { ClusterView, updateJson } from "@infergrid/cluster-view";
-import { ServiceRegistry, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
+import { heartbeatVerifier, ServiceRegistry, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { runService, subscribeMessages } from "@infergrid/runtime";
 import { Counter, Gauge, Histogram } from "prom-client";
@@ -21,7 +21,10 @@ await runService("console", consoleConfig, async (ctx) => {
   });
   const options = { onGarbled: ctx.onGarbled };
   const subscriptions = [
-    subscribeHeartbeats(nc, subjects.allHeartbeats, log, (m) => view.onHeartbeat(m, Date.now()), options),
+    subscribeHeartbeats(nc, subjects.allHeartbeats, log, (m) => view.onHeartbeat(m, Date.now()), {
+      ...options,
+      verifier: heartbeatVerifier(ctx),
+    }),
     subscribeMessages(nc, subjects.allLoad, control.LoadReport, log, (m) => view.onLoadReport(m, Date.now()), options),
     subscribeMessages(nc, subjects.allForecasts, control.Forecast, log, (m) => view.onForecast(m, Date.now()), options),
     subscribeMessages(nc, subjects.plan, control.AllocationPlan, log, (m) => view.onPlan(m), options),

@@ -1,4 +1,4 @@
-import { subjects, subscribeHeartbeats } from "@infergrid/control-plane";
+import { type HeartbeatVerifier, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { type Logger, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
@@ -15,6 +15,8 @@ export function collect(
   logger: Logger,
   onGarbled: () => void,
   now: () => number = Date.now,
+  /** --signed-heartbeats: only heartbeats signed by their member's certificate. */
+  verifier?: HeartbeatVerifier,
 ): Subscription[] {
   const log = logger.child({ component: "collector" });
   const refused = (what: string, service: string, problem: string | undefined) => {
@@ -32,8 +34,11 @@ export function collect(
       (r) => refused("load report", r.service, signals.onLoadReport(r, now())),
       { onGarbled },
     ),
-    subscribeHeartbeats(nc, subjects.heartbeatsOf("backend"), log, (hb) => allocator.onBackendHeartbeat(hb, now()), { onGarbled }),
-    subscribeHeartbeats(nc, subjects.allHeartbeats, log, (hb) => allocator.onMemberHeartbeat(hb, now()), { onGarbled }),
+    subscribeHeartbeats(nc, subjects.heartbeatsOf("backend"), log, (hb) => allocator.onBackendHeartbeat(hb, now()), {
+      onGarbled,
+      verifier,
+    }),
+    subscribeHeartbeats(nc, subjects.allHeartbeats, log, (hb) => allocator.onMemberHeartbeat(hb, now()), { onGarbled, verifier }),
     subscribeMessages(nc, subjects.poolEvents, control.PoolEvent, log, (event) => allocator.onPoolEvent(event), { onGarbled }),
   ];
 }

@@ -1,5 +1,5 @@
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
-import { JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { heartbeatVerifier, JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { themisPolicy } from "@infergrid/themis";
@@ -147,7 +147,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
     );
   const m = allocatorMetrics(metrics, allocator, () => poolManager?.target);
-  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled);
+  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, Date.now, heartbeatVerifier(ctx));
   const loop = startControlLoop(
     allocator,
     config.controlPeriodMs,

@@ -1,0 +1,153 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { HeartbeatSigner, type NatsRole, natsAuthorization, subjects } from "@infergrid/control-plane";
+import { AllocatorAdminDefinition, control } from "@infergrid/proto";
+import { connectNats, createLogger, grpc, type NatsConnection, publishMessage, unaryCall } from "@infergrid/runtime";
+import { makeCa, makeCert } from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+
+/**
+ * Signed heartbeats on real processes, with NATS users shared by every instance of a role as in Kubernetes
+ * (KUBERNETES_NATS_USERS: user = role, any heartbeat subject of that role), so NATS alone cannot tell one
+ * frontend from another. Each process signs its heartbeats with its gRPC certificate (spiffe://infergrid/
+ * <role>/<id>), and the broker and the allocator run with --signed-heartbeats: a pod that publishes a
+ * heartbeat for another member of its role, unsigned or signed with its own certificate, is dropped and
+ * logged, and every request meanwhile is answered by the real frontends.
+ */
+const logger = createLogger("test", "signed-heartbeats", "warn");
+const SERVER_NAME = "infergrid.internal";
+const dir = mkdtempSync(join(tmpdir(), "ig-signed-hb-"));
+const IDS: [string, NatsRole][] = [
+  ["allocator", "allocator"],
+  ["broker", "broker"],
+  ["frontend-0", "frontend"],
+  ["frontend-1", "frontend"],
+  ["backend-0", "backend"],
+  ["backend-1", "backend"],
+];
+const roleOf = (id: string): NatsRole => IDS.find(([i]) => i === id)?.[1] ?? "observer";
+const ROLE_USERS: NatsRole[] = ["allocator", "broker", "frontend", "backend", "observer"];
+const passwords = new Map(ROLE_USERS.map((r) => [r, randomBytes(12).toString("hex")]));
+const conf = join(dir, "nats.conf");
+writeFileSync(conf, natsAuthorization(ROLE_USERS.map((role) => ({ user: role, role, id: "*", password: passwords.get(role) ?? "" }))));
+
+let cluster: TestCluster;
+
+const pem = (name: string) => readFileSync(join(dir, name));
+const asRole = (role: NatsRole): Promise<NatsConnection> =>
+  connectNats({ servers: cluster.nats.url, name: `drill-${role}`, user: role, pass: passwords.get(role) }, logger);
+
+async function answeredByRealFrontends(n: number): Promise<void> {
+  const results = await Promise.allSettled(
+    Array.from({ length: n }, () => infer(cluster, { service: "echo", inputs: { x: { dims: [1], data: [1] } } }, 5000)),
+  );
+  const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
+  expect(failed, "requests that failed").toEqual([]);
+}
+
+const refusal = (what: string) => (l: { msg?: unknown; problem?: unknown }) =>
+  l.msg === "dropped a heartbeat that speaks for another member" && String(l.problem).includes(what);
+const joined = (id: string) => (l: { msg?: unknown; frontend?: unknown }) => l.msg === "frontend joined the rotation" && l.frontend === id;
+
+beforeAll(async () => {
+  makeCa(dir, "ca");
+  for (const [id, role] of [...IDS, ["admin", "admin"] as const])
+    makeCert(dir, id, "ca", `IP:127.0.0.1,DNS:${SERVER_NAME},URI:spiffe://infergrid/${role}/${id}`);
+  const admin = grpc.credentials.createSsl(pem("ca.pem"), pem("admin.key"), pem("admin.pem"));
+  cluster = await startCluster({
+    backends: 2,
+    frontends: 2,
+    nats: { args: ["-c", conf] },
+    env: {
+      INFERGRID_GRPC_TLS_CA_FILE: join(dir, "ca.pem"),
+      INFERGRID_GRPC_TLS_SERVER_NAME: SERVER_NAME,
+      INFERGRID_GRPC_PEER_ROLES: "true",
+      INFERGRID_SIGNED_HEARTBEATS: "true",
+    },
+    instanceEnv: (id) => ({
+      INFERGRID_NATS_USER: roleOf(id),
+      INFERGRID_NATS_PASS: passwords.get(roleOf(id)) ?? "",
+      INFERGRID_GRPC_TLS_CERT_FILE: join(dir, `${id}.pem`),
+      INFERGRID_GRPC_TLS_KEY_FILE: join(dir, `${id}.key`),
+    }),
+    frontendEnv: { INFERGRID_SCALING: "static" },
+    grpcClient: { credentials: admin, options: { "grpc.ssl_target_name_override": SERVER_NAME } },
+  });
+  await registerService(cluster, emulatedSpec("echo", { initialBackends: 2, maxBackends: 2 }));
+  await waitUntilServing(cluster, "echo", { x: { dims: [1], data: [1] } });
+}, 90_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("signed heartbeats (NATS users per role, as in Kubernetes; real processes)", () => {
+  it("keeps every real member on its own signature", async () => {
+    await answeredByRealFrontends(10);
+    const state = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetClusterState, {}, { deadline: Date.now() + 5000 });
+    const ids = (state.members ?? []).map((m) => m.id);
+    for (const id of ["frontend-0", "frontend-1", "broker"]) expect(ids).toContain(id);
+    expect((state.backends ?? []).map((b) => b.backendId).sort()).toEqual(["backend-0", "backend-1"]);
+    expect(cluster.broker.logs.filter(joined("frontend-0")).length + cluster.broker.logs.filter(joined("frontend-1")).length).toBe(2);
+    expect([...cluster.broker.logs, ...cluster.allocator.logs].filter(refusal(""))).toEqual([]);
+  });
+
+  it("a frontend pod's heartbeats for another frontend are dropped: unsigned, or signed with its own certificate", async () => {
+    // NATS lets the shared frontend user publish on every frontend subject: only the signature tells them apart.
+    const nc = await asRole("frontend");
+    const own = new HeartbeatSigner(pem("frontend-0.pem"), pem("frontend-0.key"));
+    const beat = (id: string, draining: boolean): control.IHeartbeat => ({
+      role: control.Role.ROLE_FRONTEND,
+      id,
+      address: "127.0.0.1:1",
+      startedAtUnixMs: Date.now(),
+      sentAtUnixMs: Date.now(),
+      draining,
+    });
+    for (let i = 0; i < 5; i++) {
+      publishMessage(nc, subjects.heartbeat("frontend", "frontend-evil"), control.Heartbeat, beat("frontend-evil", false));
+      nc.publish(subjects.heartbeat("frontend", "frontend-1"), own.seal(control.Heartbeat.encode(beat("frontend-1", true)).finish()));
+      await sleep(100);
+    }
+    await nc.flush();
+    await sleep(500);
+    for (const [name, who] of [
+      ["broker", cluster.broker],
+      ["allocator", cluster.allocator],
+    ] as const) {
+      expect(who.logs.some(refusal("unsigned")), `${name} refused the unsigned one`).toBe(true);
+      expect(
+        who.logs.some(refusal("signed by frontend/frontend-0, but speaks for frontend/frontend-1")),
+        `${name} refused the forged one`,
+      ).toBe(true);
+    }
+    expect(cluster.broker.logs.some(joined("frontend-evil"))).toBe(false);
+    expect(cluster.broker.logs.some((l) => l.msg === "frontend is draining; out of the rotation" && l.frontend === "frontend-1")).toBe(
+      false,
+    );
+    await answeredByRealFrontends(20);
+    await nc.close();
+  });
+
+  it("a backend pod cannot take another backend out of the pool", async () => {
+    const nc = await asRole("backend");
+    const own = new HeartbeatSigner(pem("backend-0.pem"), pem("backend-0.key"));
+    for (let i = 0; i < 5; i++) {
+      const hb = { role: control.Role.ROLE_BACKEND, id: "backend-1", address: "127.0.0.1:1", sentAtUnixMs: Date.now(), draining: true };
+      nc.publish(subjects.heartbeat("backend", "backend-1"), own.seal(control.Heartbeat.encode(hb).finish()));
+      await sleep(100);
+    }
+    await nc.flush();
+    await sleep(500);
+    expect(cluster.allocator.logs.some(refusal("signed by backend/backend-0, but speaks for backend/backend-1"))).toBe(true);
+    const state = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetClusterState, {}, { deadline: Date.now() + 5000 });
+    expect((state.backends ?? []).map((b) => b.backendId).sort()).toEqual(["backend-0", "backend-1"]);
+    await answeredByRealFrontends(20);
+    await nc.close();
+  });
+});

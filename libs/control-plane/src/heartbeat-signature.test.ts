@@ -1,0 +1,100 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { appendBytesFields, control } from "@infergrid/proto";
+import { makeCa, makeCert } from "@infergrid/runtime";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HEARTBEAT_MAX_SKEW_MS, HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
+
+/** Real certificates (openssl, a throwaway CA per run): the checks a heartbeat must pass under --signed-heartbeats. */
+const dir = mkdtempSync(join(tmpdir(), "ig-hb-sig-"));
+const pem = (name: string) => readFileSync(join(dir, name));
+const NOW = Date.now();
+
+beforeAll(() => {
+  makeCa(dir, "ca");
+  makeCa(dir, "other-ca");
+  makeCa(dir, "next-ca");
+  makeCert(dir, "frontend-0", "ca", "URI:spiffe://infergrid/frontend/frontend-0");
+  makeCert(dir, "backend-3", "ca", "URI:spiffe://infergrid/backend/backend-3,DNS:backend");
+  makeCert(dir, "rogue", "other-ca", "URI:spiffe://infergrid/frontend/frontend-0");
+  makeCert(dir, "anonymous", "ca", "DNS:frontend");
+  makeCert(dir, "rotated", "next-ca", "URI:spiffe://infergrid/frontend/frontend-0");
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const signer = (name: string) => new HeartbeatSigner(pem(`${name}.pem`), pem(`${name}.key`));
+const beat = (hb: Partial<control.IHeartbeat>) =>
+  control.Heartbeat.encode({
+    role: control.Role.ROLE_FRONTEND,
+    id: "frontend-0",
+    address: "10.0.0.1:50051",
+    sentAtUnixMs: NOW,
+    seq: 7,
+    ...hb,
+  }).finish();
+const check = (raw: Uint8Array, verifier = new HeartbeatVerifier(pem("ca.pem"), () => NOW)) =>
+  verifier.problem(control.Heartbeat.decode(raw), raw);
+
+describe("signed heartbeats", () => {
+  it("keeps a heartbeat signed by its own member's certificate of the CA", () => {
+    expect(check(signer("frontend-0").seal(beat({})))).toBeUndefined();
+    const backend = signer("backend-3").seal(beat({ role: control.Role.ROLE_BACKEND, id: "backend-3", backend: { cores: 2 } }));
+    expect(check(backend)).toBeUndefined();
+  });
+
+  it("refuses an unsigned heartbeat", () => {
+    expect(check(beat({}))).toBe("unsigned (no certificate or no signature)");
+  });
+
+  it("refuses a member speaking for another (another id, another role), with its own valid certificate", () => {
+    const s = signer("frontend-0");
+    expect(check(s.seal(beat({ id: "frontend-1", draining: true })))).toBe(
+      "signed by frontend/frontend-0, but speaks for frontend/frontend-1",
+    );
+    expect(check(s.seal(beat({ role: control.Role.ROLE_BACKEND })))).toBe(
+      "signed by frontend/frontend-0, but speaks for backend/frontend-0",
+    );
+  });
+
+  it("refuses a certificate from another CA, and one that names no identity", () => {
+    expect(check(signer("rogue").seal(beat({})))).toBe("its certificate is not from the cluster's CA");
+    expect(check(signer("anonymous").seal(beat({})))).toBe("its certificate names no spiffe://infergrid/<role>/<id> identity");
+  });
+
+  it("refuses content changed after signing: a field appended, or a field replaced", () => {
+    const sealed = signer("frontend-0").seal(beat({ draining: false }));
+    const appended = new Uint8Array([...sealed, ...control.Heartbeat.encode({ draining: true }).finish()]);
+    expect(control.Heartbeat.decode(appended).draining).toBe(true);
+    expect(check(appended)).toBe("its signature does not match its content");
+    // Someone else's certificate put in front of a real signature.
+    const swapped = appendBytesFields(sealed, [[10, new Uint8Array(readCertDer("backend-3"))]]);
+    expect(check(swapped)).toBe("signed by backend/backend-3, but speaks for frontend/frontend-0");
+  });
+
+  it("refuses a replay older than the allowed skew, and a certificate outside its validity", () => {
+    const old = signer("frontend-0").seal(beat({ sentAtUnixMs: NOW - HEARTBEAT_MAX_SKEW_MS - 1 }));
+    expect(check(old)).toMatch(/a replay or a bad clock/);
+    const sealed = signer("frontend-0").seal(beat({}));
+    expect(check(sealed, new HeartbeatVerifier(pem("ca.pem"), () => NOW + 3 * 86_400_000))).toBe("its certificate is not valid now");
+  });
+
+  it("accepts either CA of a bundle during a CA rotation", () => {
+    const bundle = Buffer.concat([pem("ca.pem"), pem("next-ca.pem")]);
+    const v = new HeartbeatVerifier(bundle, () => NOW);
+    expect(check(signer("frontend-0").seal(beat({})), v)).toBeUndefined();
+    expect(check(signer("rotated").seal(beat({})), v)).toBeUndefined();
+    expect(check(signer("rotated").seal(beat({})))).toBe("its certificate is not from the cluster's CA");
+  });
+
+  it("refuses a signing key that is not its certificate's", () => {
+    expect(() => new HeartbeatSigner(pem("frontend-0.pem"), pem("backend-3.key"))).toThrow(/not the certificate's/);
+  });
+});
+
+function readCertDer(name: string): Buffer {
+  const text = pem(`${name}.pem`).toString();
+  const body = text.replace(/-----(BEGIN|END) CERTIFICATE-----/g, "").replace(/\s+/g, "");
+  return Buffer.from(body, "base64");
+}

@@ -1,0 +1,128 @@
+import { createHash, createPrivateKey, type KeyObject, sign, verify, X509Certificate } from "node:crypto";
+import { appendBytesFields, type control, splitFields } from "@infergrid/proto";
+import { identityFromSubjectAltName } from "@infergrid/runtime";
+import { roleNameOf } from "./subjects.js";
+
+/**
+ * Signed heartbeats (docs/security.md). NATS permissions bind a heartbeat subject to a NATS user, but in
+ * Kubernetes the users are per role, so any frontend pod could publish another frontend's heartbeat. Each
+ * pod's certificate names it (spiffe://infergrid/<role>/<id>, issued per pod), so a process signs its
+ * heartbeats with its gRPC certificate's key, and a reader with --signed-heartbeats keeps one only when the
+ * certificate chains to its CA, is valid now and names the heartbeat's role and id, and the signature holds.
+ */
+
+const CERTIFICATE_FIELD = 10;
+const SIGNATURE_FIELD = 11;
+const PROOF_FIELDS: ReadonlySet<number> = new Set([CERTIFICATE_FIELD, SIGNATURE_FIELD]);
+
+/**
+ * How far a heartbeat's send time may be from the reader's clock. Bounds how long a captured heartbeat can be
+ * replayed (it can only repeat what its member said, and only for this long) while tolerating skewed clocks.
+ */
+export const HEARTBEAT_MAX_SKEW_MS = 30_000;
+
+/** Certificates already checked, by their bytes' hash: the chain is verified once, not every second. */
+const MAX_CACHED_CERTIFICATES = 10_000;
+
+export class HeartbeatSigner {
+  private readonly certificate: Uint8Array;
+  private readonly key: KeyObject;
+
+  /** `certPem`: the process's own certificate first (a chain may follow); `keyPem`: its private key. */
+  constructor(certPem: Buffer | string, keyPem: Buffer | string) {
+    const cert = new X509Certificate(certPem);
+    this.certificate = cert.raw;
+    this.key = createPrivateKey(keyPem);
+    if (!cert.checkPrivateKey(this.key)) throw new Error("the heartbeat signing key is not the certificate's");
+  }
+
+  /** The heartbeat's bytes with the certificate and the signature over them appended. */
+  seal(encoded: Uint8Array): Uint8Array {
+    const signature = sign("sha256", encoded, this.key);
+    return appendBytesFields(encoded, [
+      [CERTIFICATE_FIELD, this.certificate],
+      [SIGNATURE_FIELD, signature],
+    ]);
+  }
+}
+
+interface CheckedCertificate {
+  role: string;
+  id: string;
+  publicKey: KeyObject;
+  validFrom: number;
+  validTo: number;
+}
+
+export class HeartbeatVerifier {
+  private readonly authorities: X509Certificate[];
+  private readonly checked = new Map<string, CheckedCertificate | string>();
+
+  /** `caPem`: one or more CA certificates (during a CA rotation, both). */
+  constructor(
+    caPem: Buffer | string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.authorities = splitPem(caPem.toString()).map((pem) => new X509Certificate(pem));
+    if (this.authorities.length === 0) throw new Error("no CA certificate to verify heartbeats with");
+  }
+
+  /** Why `raw` (the bytes that arrived, decoded as `hb`) must not be believed; undefined if it may. */
+  problem(hb: control.Heartbeat, raw: Uint8Array): string | undefined {
+    let parts: ReturnType<typeof splitFields>;
+    try {
+      parts = splitFields(raw, PROOF_FIELDS);
+    } catch (err) {
+      return `not a heartbeat: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    const der = parts.taken.get(CERTIFICATE_FIELD);
+    const signature = parts.taken.get(SIGNATURE_FIELD);
+    if (!der || der.length === 0 || !signature || signature.length === 0) return "unsigned (no certificate or no signature)";
+    const cert = this.certificate(der);
+    if (typeof cert === "string") return cert;
+    const now = this.now();
+    if (now < cert.validFrom || now > cert.validTo) return "its certificate is not valid now";
+    const role = roleNameOf(hb.role);
+    if (cert.role !== role || cert.id !== hb.id)
+      return `signed by ${cert.role}/${cert.id}, but speaks for ${role ?? "an unknown role"}/${hb.id}`;
+    if (!verify("sha256", parts.rest, cert.publicKey, signature)) return "its signature does not match its content";
+    const sentAt = Number(hb.sentAtUnixMs);
+    if (!(Math.abs(now - sentAt) <= HEARTBEAT_MAX_SKEW_MS))
+      return `sent at ${sentAt}, ${now - sentAt} ms from now (a replay or a bad clock)`;
+    return undefined;
+  }
+
+  private certificate(der: Uint8Array): CheckedCertificate | string {
+    const key = createHash("sha256").update(der).digest("hex");
+    const known = this.checked.get(key);
+    if (known !== undefined) return known;
+    const result = this.check(der);
+    // Refusals are remembered too: a flood of one bad certificate costs one chain check.
+    if (this.checked.size >= MAX_CACHED_CERTIFICATES) this.checked.clear();
+    this.checked.set(key, result);
+    return result;
+  }
+
+  private check(der: Uint8Array): CheckedCertificate | string {
+    let cert: X509Certificate;
+    try {
+      cert = new X509Certificate(der);
+    } catch {
+      return "its certificate cannot be read";
+    }
+    if (!this.authorities.some((ca) => cert.checkIssued(ca) && cert.verify(ca.publicKey)))
+      return "its certificate is not from the cluster's CA";
+    const identity = identityFromSubjectAltName(cert.subjectAltName);
+    if (!identity) return "its certificate names no spiffe://infergrid/<role>/<id> identity";
+    return {
+      ...identity,
+      publicKey: cert.publicKey,
+      validFrom: Date.parse(cert.validFrom),
+      validTo: Date.parse(cert.validTo),
+    };
+  }
+}
+
+function splitPem(text: string): string[] {
+  return text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+}
