@@ -14,6 +14,7 @@ import { eventually, RegistryWriter, startNatsServer, startService } from "@infe
 import { Command } from "commander";
 import { closedLoop, type LoopResult } from "./closed-loop.js";
 import { CpuMeter, processCpuMs, selfCpuMs } from "./cpu-meter.js";
+import { type OpenLoopResult, openLoop } from "./open-loop.js";
 
 /** Request payloads: a few floats; a token batch (8 sequences of 512 ids); a 224x224 RGB float32 image (588 KiB). */
 const PAYLOADS: Record<string, { dims: number[]; describe: string }> = {
@@ -29,8 +30,24 @@ const program = new Command()
   .option("--concurrency <n>", "requests in flight (closed loop)", "32")
   .option("--payloads <list>", `comma-separated, of ${Object.keys(PAYLOADS).join(", ")}`, "tiny,tokens,image")
   .option("--cpu-prof <dir>", "write a V8 CPU profile of broker, frontend and backend into this directory (open in Chrome DevTools)")
+  .option(
+    "--latency-load <fraction>",
+    "after the closed loops, both paths at this fraction of the full path's measured throughput, open loop, for latency below saturation (0: skip)",
+    "0.25",
+  )
+  .option("--service-node-args <args>", "extra node options for broker, frontend and backend, space-separated (e.g. V8 heap settings)", "")
   .parse();
-const opts = program.opts<{ duration: string; warmup: string; concurrency: string; payloads: string; cpuProf?: string }>();
+const opts = program.opts<{
+  duration: string;
+  warmup: string;
+  concurrency: string;
+  payloads: string;
+  cpuProf?: string;
+  serviceNodeArgs: string;
+  latencyLoad: string;
+}>();
+const latencyLoad = Number(opts.latencyLoad);
+if (!(latencyLoad >= 0 && latencyLoad < 1)) program.error("--latency-load must be in [0, 1)");
 const durationMs = Number(opts.duration) * 1000;
 const warmupMs = Number(opts.warmup) * 1000;
 const concurrency = Number(opts.concurrency);
@@ -51,7 +68,10 @@ const env = {
   INFERGRID_NATS_URL: nats.url,
   INFERGRID_LOG_LEVEL: "warn",
 };
-const nodeArgs = opts.cpuProf ? ["--cpu-prof", `--cpu-prof-dir=${resolve(opts.cpuProf)}`] : [];
+const nodeArgs = [
+  ...(opts.cpuProf ? ["--cpu-prof", `--cpu-prof-dir=${resolve(opts.cpuProf)}`] : []),
+  ...opts.serviceNodeArgs.split(" ").filter(Boolean),
+];
 const backend = await startService("backend-worker", {
   nodeArgs,
   env: { ...env, INFERGRID_ID: "bench-backend", INFERGRID_CONCURRENCY: "64" },
@@ -100,6 +120,8 @@ async function measure(payload: string, path: string, call: () => Promise<unknow
 }
 
 const rows: Row[] = [];
+/** Per payload: the open-loop rate and each path's latencies at it. */
+const below: { payload: string; rate: number; direct: OpenLoopResult; full: OpenLoopResult }[] = [];
 try {
   await eventually(
     "the path to serve",
@@ -115,21 +137,27 @@ try {
   );
   for (const payload of payloads) {
     const inputs = inputsOf(payload);
-    rows.push(
-      await measure(payload, "backend directly", () =>
-        unaryCall(
-          backendClient,
-          BackendServiceDefinition.Execute,
-          { service: "zero", frontendId: "bench", inputs, attempt: 1 },
-          { deadline: Date.now() + 10_000 },
-        ),
-      ),
-    );
-    rows.push(
-      await measure(payload, "broker -> frontend -> backend", () =>
-        unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 10_000 }),
-      ),
-    );
+    const direct = () =>
+      unaryCall(
+        backendClient,
+        BackendServiceDefinition.Execute,
+        { service: "zero", frontendId: "bench", inputs, attempt: 1 },
+        { deadline: Date.now() + 10_000 },
+      );
+    const full = () =>
+      unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 10_000 });
+    rows.push(await measure(payload, "backend directly", direct));
+    const saturated = await measure(payload, "broker -> frontend -> backend", full);
+    rows.push(saturated);
+    if (latencyLoad > 0) {
+      const rate = Math.max(1, Math.round(saturated.result.perSecond * latencyLoad));
+      below.push({
+        payload,
+        rate,
+        direct: await openLoop(direct, rate, warmupMs, durationMs),
+        full: await openLoop(full, rate, warmupMs, durationMs),
+      });
+    }
   }
 } finally {
   brokerClient.close();
@@ -160,4 +188,17 @@ for (const payload of payloads) {
     `${payload} (${PAYLOADS[payload]?.describe}): full/direct throughput ${(f.result.perSecond / d.result.perSecond).toFixed(2)}x, ` +
       `p99 added ${(f.result.p99Ms - d.result.p99Ms).toFixed(1)} ms`,
   );
+}
+if (below.length > 0) {
+  console.log(
+    `\nlatency below saturation: open loop at ${latencyLoad} x the full path's throughput above, evenly spaced, ${opts.duration} s per path`,
+  );
+  console.log("| payload | req/s | direct p50 ms | direct p99 ms | full p50 ms | full p99 ms | p99 added ms | errors (direct, full) |");
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const b of below) {
+    console.log(
+      `| ${b.payload} | ${b.rate} | ${num(b.direct.p50Ms, 1)} | ${num(b.direct.p99Ms, 1)} | ${num(b.full.p50Ms, 1)} | ${num(b.full.p99Ms, 1)} | ` +
+        `${num(b.full.p99Ms - b.direct.p99Ms, 1)} | ${b.direct.errors}, ${b.full.errors} |`,
+    );
+  }
 }
