@@ -7,7 +7,7 @@ import { type NatsRole, natsAuthorization, ServiceRegistry, subjects } from "@in
 import { AllocatorAdminDefinition, control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection, publishMessage, unaryCall } from "@infergrid/runtime";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+import { emulatedSpec, expectAllAnswered, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * Security drills on NATS, real processes: every process connects as its own user with its role's
@@ -47,14 +47,6 @@ async function as(user: string): Promise<{ nc: NatsConnection; errors: string[] 
   return { nc, errors };
 }
 
-async function answeredByRealFrontends(n: number): Promise<void> {
-  const results = await Promise.allSettled(
-    Array.from({ length: n }, () => infer(cluster, { service: "echo", inputs: { x: { dims: [1], data: [1] } } }, 5000)),
-  );
-  const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
-  expect(failed, "requests that failed").toEqual([]);
-}
-
 beforeAll(async () => {
   cluster = await startCluster({
     backends: 2,
@@ -81,7 +73,7 @@ afterAll(async () => {
 
 describe("NATS least privilege (real nats-server with per-identity users, real processes)", () => {
   it("every service runs under its own identity and serves", async () => {
-    await answeredByRealFrontends(10);
+    await expectAllAnswered(cluster, "echo", 10);
     const state = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetClusterState, {}, { deadline: Date.now() + 5000 });
     const ids = (state.members ?? []).map((m) => m.id).sort();
     for (const id of ["frontend-0", "frontend-1", "broker"]) expect(ids).toContain(id);
@@ -126,7 +118,7 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
     expect(cluster.broker.logs.some((l) => String(l.msg).includes("frontend joined the rotation") && l.frontend === "frontend-evil")).toBe(
       false,
     );
-    await answeredByRealFrontends(20);
+    await expectAllAnswered(cluster, "echo", 20);
     await nc.close();
   });
 
@@ -152,7 +144,7 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
     expect(cluster.broker.logs.some((l) => l.msg === "frontend is draining; out of the rotation" && l.frontend === "frontend-1")).toBe(
       false,
     );
-    await answeredByRealFrontends(20);
+    await expectAllAnswered(cluster, "echo", 20);
     await nc.close();
   });
 
@@ -176,7 +168,7 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
       { deadline: Date.now() + 5000 },
     );
     expect(after.backends?.map((b) => b.backendId)).toEqual(before.backends?.map((b) => b.backendId));
-    await answeredByRealFrontends(20);
+    await expectAllAnswered(cluster, "echo", 20);
     await nc.close();
   });
 

@@ -9,6 +9,7 @@ import {
   startNatsServer,
   startService,
 } from "@infergrid/testkit";
+import { expect } from "vitest";
 
 /** Fast time constants so a test sees whole control cycles in seconds. */
 export const FAST = {
@@ -155,6 +156,15 @@ export function infer(
   metadata?: grpc.Metadata,
 ): Promise<inference.InferResponse.$Properties> {
   return unaryCall(cluster.brokerClient, InferenceServiceDefinition.Infer, request, { deadline: Date.now() + timeoutMs, metadata });
+}
+
+/** Sends `n` requests to `service` through the broker at once and expects every one answered (none failed). */
+export async function expectAllAnswered(cluster: TestCluster, service: string, n: number): Promise<void> {
+  const results = await Promise.allSettled(
+    Array.from({ length: n }, () => infer(cluster, { service, inputs: { x: { dims: [1], data: [1] } } }, 5000)),
+  );
+  const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
+  expect(failed, "requests that failed").toEqual([]);
 }
 
 /** Waits until a request to `service` succeeds through the broker (lists assigned, warm). */

@@ -8,7 +8,7 @@ import { AllocatorAdminDefinition, control } from "@infergrid/proto";
 import { connectNats, createLogger, grpc, type NatsConnection, publishMessage, unaryCall } from "@infergrid/runtime";
 import { makeCa, makeCert } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+import { emulatedSpec, expectAllAnswered, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
 /**
  * Signed heartbeats on real processes, with NATS users shared by every instance of a role as in Kubernetes
@@ -40,14 +40,6 @@ let cluster: TestCluster;
 const pem = (name: string) => readFileSync(join(dir, name));
 const asRole = (role: NatsRole): Promise<NatsConnection> =>
   connectNats({ servers: cluster.nats.url, name: `drill-${role}`, user: role, pass: passwords.get(role) }, logger);
-
-async function answeredByRealFrontends(n: number): Promise<void> {
-  const results = await Promise.allSettled(
-    Array.from({ length: n }, () => infer(cluster, { service: "echo", inputs: { x: { dims: [1], data: [1] } } }, 5000)),
-  );
-  const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
-  expect(failed, "requests that failed").toEqual([]);
-}
 
 const refusal = (what: string) => (l: { msg?: unknown; problem?: unknown }) =>
   l.msg === "dropped a heartbeat that speaks for another member" && String(l.problem).includes(what);
@@ -88,7 +80,7 @@ afterAll(async () => {
 
 describe("signed heartbeats (NATS users per role, as in Kubernetes; real processes)", () => {
   it("keeps every real member on its own signature", async () => {
-    await answeredByRealFrontends(10);
+    await expectAllAnswered(cluster, "echo", 10);
     const state = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetClusterState, {}, { deadline: Date.now() + 5000 });
     const ids = (state.members ?? []).map((m) => m.id);
     for (const id of ["frontend-0", "frontend-1", "broker"]) expect(ids).toContain(id);
@@ -130,7 +122,7 @@ describe("signed heartbeats (NATS users per role, as in Kubernetes; real process
     expect(cluster.broker.logs.some((l) => l.msg === "frontend is draining; out of the rotation" && l.frontend === "frontend-1")).toBe(
       false,
     );
-    await answeredByRealFrontends(20);
+    await expectAllAnswered(cluster, "echo", 20);
     await nc.close();
   });
 
@@ -147,7 +139,7 @@ describe("signed heartbeats (NATS users per role, as in Kubernetes; real process
     expect(cluster.allocator.logs.some(refusal("signed by backend/backend-0, but speaks for backend/backend-1"))).toBe(true);
     const state = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetClusterState, {}, { deadline: Date.now() + 5000 });
     expect((state.backends ?? []).map((b) => b.backendId).sort()).toEqual(["backend-0", "backend-1"]);
-    await answeredByRealFrontends(20);
+    await expectAllAnswered(cluster, "echo", 20);
     await nc.close();
   });
 });
