@@ -5,6 +5,7 @@
 import type { AllocationPolicy, ShareControllerOptions } from "@infergrid/allocation";
 import type { AnyClusterScalingPolicy, AnyScalingPolicy } from "@infergrid/baselines";
 import type { Lognormal } from "@infergrid/core";
+import type { PruneBudgetSettings } from "@infergrid/swayam";
 import type { Simulation } from "./engine.js";
 import type { SimPredictorOptions } from "./signals.js";
 
@@ -45,8 +46,10 @@ export type PolicySpec =
       scaling: "swayam" | "static";
       /** Lists re-planned by the slow loop (the experiment's SlowLoopSettings); otherwise fixed at time 0. */
       slowLoop?: boolean;
-      /** Swayam's pruning of requests that can no longer meet RT_max. */
-      prune?: boolean;
+      /** Pruning of requests that can no longer meet RT_max: within each minute's tail (PruneBudget), or every one (Swayam's). */
+      prune?: "budget" | "always";
+      /** The frontends' fast reaction and learned warm headroom (this system's services' default). */
+      learnedHeadroom?: boolean;
       /** Late binding: refused requests park at the prefix (libs/swayam ParkingLot) instead of probing again. */
       park?: boolean;
     }
@@ -102,6 +105,10 @@ export interface SwayamSettings {
   allocate: AllocationPolicy;
   /** Swayam's pruning (a service's pruneLate): a refused request that can no longer meet RT_max is dropped. */
   prune?: boolean;
+  /** Which late requests pruning may drop (libs/swayam PruneBudget); undefined: every one (Swayam's). */
+  pruneBudget?: PruneBudgetSettings;
+  /** The frontends' fast reaction and learned warm headroom (libs/swayam FrontendScaler learnedHeadroom). */
+  learnedHeadroom?: boolean;
   /**
    * Late binding (libs/swayam ParkingLot): a refused request parks at every prefix entry at once and the first
    * backend to free takes the oldest parked request. windowMs: how long a park round lasts before the request

@@ -26,6 +26,8 @@ export const POLICY_NAMES = [
   "infergrid",
   "infergrid-no-prune",
   "infergrid-no-park",
+  "infergrid-prune-all",
+  "infergrid-no-headroom",
   "swayam",
   "swayam-park",
   "hpa-utilisation",
@@ -125,21 +127,28 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
   switch (name) {
     case "infergrid":
       // This system: Swayam's frontends inside the slow loop's shares (predictor + the allocator's
-      // ShareController), refused requests parked at the prefix (late binding, oldest first), and pruning of
-      // requests that can no longer meet the SLO.
-      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true, park: true };
+      // ShareController), refused requests parked at the prefix (late binding, oldest first), pruning of requests
+      // that can no longer meet the SLO within each minute's tail (PruneBudget), and the frontends' fast reaction
+      // and learned warm headroom.
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: "budget", park: true, learnedHeadroom: true };
     case "infergrid-no-prune":
       // The same without pruning (a service's pruneLate off): late requests are served late, not dropped.
-      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, park: true };
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, park: true, learnedHeadroom: true };
     case "infergrid-no-park":
       // The same with Swayam's data path (a frontend's --park-window-ms 0): refused requests probe again after delta.
-      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: true };
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: "budget", learnedHeadroom: true };
+    case "infergrid-prune-all":
+      // The same with Swayam's pruning (a frontend's --prune-budget always): every late request is dropped.
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: "always", park: true, learnedHeadroom: true };
+    case "infergrid-no-headroom":
+      // The same with Swayam's rate windows alone (a frontend's --learned-headroom false).
+      return { kind: "swayam", name, scaling: "swayam", slowLoop: true, prune: "budget", park: true };
     case "swayam":
       return { kind: "swayam", name, scaling: "swayam" };
     case "swayam-park":
       // Swayam with this system's data path (late binding) and the static allocator: the local cluster's
       // default services, for the fidelity check.
-      return { kind: "swayam", name, scaling: "swayam", park: true };
+      return { kind: "swayam", name, scaling: "swayam", park: true, learnedHeadroom: true };
     case "swayam-static":
       return { kind: "swayam", name, scaling: "static" };
     case "hpa-utilisation":

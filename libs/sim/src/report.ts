@@ -215,6 +215,8 @@ const NOT_BASELINES = new Set([
   "infergrid",
   "infergrid-no-prune",
   "infergrid-no-park",
+  "infergrid-prune-all",
+  "infergrid-no-headroom",
   "swayam",
   "swayam-park",
   "swayam-static",

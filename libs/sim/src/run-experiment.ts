@@ -5,6 +5,7 @@
 import { closeSync, openSync, readSync } from "node:fs";
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { seededRandom } from "@infergrid/core";
+import { PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
 import {
   jobCounts,
   readTraceFile,
@@ -217,7 +218,10 @@ export function configFor(p: PreparedExperiment, policy: PolicyName, seed: numbe
       minWarm: p.jobs.map(() => e.swayam.minWarm),
       bootstrap: p.jobs.map(() => e.swayam.bootstrap),
       allocate: planStaticAllocation,
-      ...(spec.kind === "swayam" && spec.prune === true ? { prune: true } : {}),
+      ...(spec.kind === "swayam" && spec.prune !== undefined
+        ? { prune: true, ...(spec.prune === "budget" ? { pruneBudget: PRUNE_BUDGET_DEFAULTS } : {}) }
+        : {}),
+      ...(spec.kind === "swayam" && spec.learnedHeadroom === true ? { learnedHeadroom: true } : {}),
       ...(spec.kind === "swayam" && spec.park === true ? { park: { windowMs: e.policyOptions.park.windowMs } } : {}),
       ...(slow
         ? {

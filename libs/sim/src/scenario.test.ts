@@ -7,7 +7,7 @@ import { Writable } from "node:stream";
 import { OBJECTIVES, SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
 import { lognormalQuantile } from "@infergrid/core";
 import { DEFAULT_FORECASTER_SPEC } from "@infergrid/forecast";
-import { PARK_DEFAULTS } from "@infergrid/swayam";
+import { PARK_DEFAULTS, PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
 import { afterAll, describe, expect, it } from "vitest";
 import { type CliIO, main } from "./cli.js";
 import { DEFAULT_SLOW_LOOP, EXPERIMENT_NAMES, EXPERIMENTS, PAPER_SWAYAM_TIMING, RESNET34 } from "./experiments.js";
@@ -258,6 +258,8 @@ describe("the scenarios in scenarios/", () => {
         minWarm: [1, 1],
         bootstrap: [1, 1],
         prune: true,
+        pruneBudget: PRUNE_BUDGET_DEFAULTS,
+        learnedHeadroom: true,
         park: { windowMs: PARK_DEFAULTS.windowMs },
         slowLoop: { ...DEFAULT_SLOW_LOOP, controller: { coldStartMs: 10_000, ...DEFAULT_SLOW_LOOP.controller } },
       }),

@@ -29,7 +29,7 @@ function config(policy: "infergrid" | "swayam", seed: number): SimConfig {
     policy: spec,
     swayam: {
       ...paperSwayam(2, { frontends: 4, listLengths: [6, 6] }),
-      ...(spec.kind === "swayam" && spec.prune === true ? { prune: true } : {}),
+      ...(spec.kind === "swayam" && spec.prune !== undefined ? { prune: true } : {}),
       ...(slow
         ? { slowLoop: { ...DEFAULT_SLOW_LOOP, controller: { ...DEFAULT_SLOW_LOOP.controller, coldStartMs: 5000, solvePeriodMs: 60_000 } } }
         : {}),

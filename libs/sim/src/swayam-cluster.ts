@@ -49,12 +49,13 @@ import {
   isParkedIn,
   newDispatch,
   PRUNE_SERVICE_QUANTILE,
+  PruneBudget,
   type RefusalReason,
   type ServiceSla,
   staticPrefixLength,
   stepDispatch,
 } from "@infergrid/swayam";
-import type { LoanHook, LoanSurface, SlowLoopSettings } from "./config.js";
+import type { JobSpec, LoanHook, LoanSurface, SlowLoopSettings } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, LOAN_EVENT, type Simulation } from "./engine.js";
 import { meanServiceMs, servicePercentileMs } from "./policies.js";
 import { SimPredictor } from "./signals.js";
@@ -127,6 +128,8 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
   private readonly brokerMs: number;
   private readonly expectedServiceMs: number[];
   private readonly pruneServiceMs: number[];
+  /** Per frontend and job (frontend-major), what pruning may still drop; undefined without pruning. */
+  private readonly pruneBudgets: PruneBudget[] | undefined;
   private readonly slowLoop: SlowLoopSettings | undefined;
   private readonly predictor: SimPredictor | undefined;
   private readonly controller: ShareController | undefined;
@@ -179,6 +182,11 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     this.expectedServiceMs = c.jobs.map((j) => meanServiceMs(j.serviceTime));
     // ...and judges lateness with the recent compute times' PRUNE_SERVICE_QUANTILE, which settles at the profile's.
     this.pruneServiceMs = c.jobs.map((j) => servicePercentileMs(j.serviceTime, PRUNE_SERVICE_QUANTILE));
+    const budget = c.swayam.pruneBudget;
+    this.pruneBudgets =
+      c.swayam.prune === true && budget !== undefined
+        ? Array.from({ length: this.F * this.J }, (_, i) => new PruneBudget(1 - (c.jobs[i % this.J] as JobSpec).slMin, budget))
+        : undefined;
     this.slowLoop = c.swayam.slowLoop;
     this.settings = {
       ...DISPATCH_DEFAULTS,
@@ -237,6 +245,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
             fixedDelayMs: s.modelRttMs ?? 2 * c.hopMs,
             initialN,
             ...(s.countingLeadMs ? { countingSince: -s.countingLeadMs } : {}),
+            ...(s.learnedHeadroom === true ? { learnedHeadroom: true } : {}),
           }),
         );
         this.nCache[f * this.J + j] = initialN;
@@ -270,6 +279,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     r.frontend[req] = f;
     this.predictor?.arrival(j, sim.now);
     (this.scalers[f * this.J + j] as FrontendScaler).recordArrival(sim.now);
+    this.pruneBudgets?.[f * this.J + j]?.recordArrival(sim.now);
     this.flights[req] = newDispatch(sim.now, sim.now + sim.config.dropAfterMs, this.flights[req]);
     this.step(req, ARRIVED);
   }
@@ -348,7 +358,12 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     v.listLength = list.length;
     this.viewList = list;
     v.rtMaxMs = (this.slas[j] as ServiceSla).rtMaxMs;
-    v.pruneServiceMs = sim.config.swayam.prune === true ? this.pruneServiceMs[j] : undefined;
+    const budget = this.pruneBudgets?.[(r.frontend[req] as number) * this.J + j];
+    v.pruneServiceMs =
+      sim.config.swayam.prune === true &&
+      (budget?.allows(sim.now, sim.now - (r.arrival[req] as number), (this.slas[j] as ServiceSla).rtMaxMs) ?? true)
+        ? this.pruneServiceMs[j]
+        : undefined;
     const out = this.actions;
     stepDispatch(this.flights[req] as DispatchState<number>, ev, v, this.settings, out);
     for (let i = 0; i < out.length; i++) this.act(req, j, out[i] as DispatchAction<number, number>);
@@ -385,6 +400,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         sim.complete(req, sim.now - (sim.requests.arrival[req] as number) + this.brokerMs);
         return;
       case "fail":
+        this.pruneBudgets?.[(sim.requests.frontend[req] as number) * this.J + j]?.recordDrop(sim.now);
         sim.drop(req);
         return;
       case "withdraw": // instant here: the backends' lots see the round is over (isLive)

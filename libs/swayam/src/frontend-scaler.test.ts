@@ -1,6 +1,7 @@
 import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
-import { FrontendScaler, mergeSorted } from "./frontend-scaler.js";
+import { BURST_HEADROOM_DEFAULTS } from "./burst-headroom.js";
+import { FrontendScaler, learnedHeadroomFor, mergeSorted } from "./frontend-scaler.js";
 
 const sla = { rtMaxMs: 500, slMin: 0.99, burstFactor: 1 };
 const prior = { shape: 0.0001, loc: 0, scale: 100 }; // about 100 ms, nearly deterministic
@@ -24,6 +25,36 @@ describe("FrontendScaler", () => {
     // 20 req/s x 100 ms = 2 busy backends; 60 req/s = 6: n grows with the global rate.
     expect(one.n).toBeGreaterThanOrEqual(3);
     expect(three.n).toBeGreaterThan(one.n * 2);
+  });
+
+  it("with fast reaction and learned headroom, follows a burst within a decision and keeps warm what bursts needed", () => {
+    const options = { probeCostMs: 2, rateWindowMs: 100_000, rateHistoryMs: 500_000, tSetupMs: 10_000 };
+    const swayam = new FrontendScaler(options);
+    const ours = new FrontendScaler({ ...options, learnedHeadroom: true });
+    expect(learnedHeadroomFor(10_000).burst).toEqual(BURST_HEADROOM_DEFAULTS);
+    const u2 = { ...sla, burstFactor: 2 };
+    const decide = (t: number) => [swayam, ours].map((s) => s.decide(t, { sla: u2, listLength: 50, minWarm: 1, serviceTimePrior: prior }));
+    // A request every 10 s for 5 minutes, then 30 req/s.
+    for (const s of [swayam, ours]) {
+      feed(s, 0, 300_000, 0.1);
+      feed(s, 300_000, 310_000, 30);
+    }
+    for (let t = 10_000; t < 300_000; t += 10_000) decide(t);
+    const [paper, fast] = decide(310_000);
+    // Swayam's 100 s window has seen 10 s of the burst (about 3 req/s); the fast path sees about 30 less its noise.
+    expect(paper?.n).toBeLessThan(4);
+    expect(fast?.n).toBeGreaterThanOrEqual(6);
+    // The burst ends; once its peak has left the scale-in window, the learned headroom keeps warm what it needed
+    // (Swayam's n falls back to 1) until the burst is an hour old, and n follows one scale-in window later.
+    for (const s of [swayam, ours]) feed(s, 310_000, 4_600_000, 0.1);
+    let last = decide(320_000);
+    for (let t = 330_000; t <= 1_500_000; t += 10_000) last = decide(t);
+    expect(last[0]?.n).toBe(1);
+    expect(last[1]?.headroomRatePerSec).toBeGreaterThan(20);
+    expect(last[1]?.n).toBeGreaterThanOrEqual(4);
+    for (let t = 1_510_000; t <= 4_600_000; t += 10_000) last = decide(t);
+    expect(last[1]?.headroomRatePerSec).toBe(0);
+    expect(last[1]?.n).toBe(1);
   });
 
   it("warms the new entries on scale-out and keeps n within the list", () => {

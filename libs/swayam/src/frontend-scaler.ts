@@ -19,6 +19,7 @@
  *    sees under the matching.
  */
 import { fitLognormal, type Lognormal } from "@infergrid/core";
+import { BurstHeadroom, type BurstHeadroomSettings } from "./burst-headroom.js";
 import { FrontendCountEstimator } from "./frontend-count.js";
 import { SWAYAM_DEFAULTS } from "./parameters.js";
 import type { UsablePredicate } from "./prefix-dispatch.js";
@@ -43,6 +44,40 @@ export interface FrontendScalerOptions {
   initialN?: number;
   /** When arrival counting began (ms); default: the first arrival (libs/swayam RateHistory origin). */
   countingSince?: number;
+  /**
+   * This system's fast reaction and learned warm headroom (learnedHeadroomFor(tSetupMs)); false or undefined:
+   * Swayam's windows and U alone.
+   */
+  learnedHeadroom?: boolean;
+}
+
+/**
+ * The rate over the last `spanMs` (the current partial bucket included), less `noiseSigmas` standard
+ * deviations of its Poisson count, also sizes n: Swayam's 100 s windows take a window to follow a burst that
+ * rises at once (an Azure function going from a request every few minutes to 10 a second within a minute), and
+ * the noise allowance keeps a quiet service's chance clusters of requests from growing n.
+ */
+export interface FastReactionSettings {
+  readonly spanMs: number;
+  readonly noiseSigmas: number;
+}
+
+/**
+ * This system's fast reaction and burst headroom, on the frontend's own clock (t_setup; Swayam's evaluation and
+ * the simulator: 10 s): the fast rate over one t_setup less 2 standard deviations of its count; rises over two
+ * t_setup (a backend warmed at a burst's first decision serves after a decision period plus a set-up), beyond 3
+ * standard deviations, remembered for 360 t_setup (an hour at 10 s). Measured on the Azure functions' days 8-9
+ * (minutes 0-719, seed 1, docs/results.md), the burstiest function (fn08) missed its SLO for 5.3 % of its
+ * requests (the cluster: 293 backend-hours) against 15.7 % with Swayam's windows alone; the fast rate over
+ * 2 t_setup, 5.8 % (293); without its noise allowance, 4.0 % but 314 backend-hours, the quiet functions' n
+ * grown by chance clusters of requests; rises over one t_setup only learned too little (a burst of this trace
+ * ramps over a minute or two, and the first decision sees part of it).
+ */
+export function learnedHeadroomFor(tSetupMs: number): { fast: FastReactionSettings; burst: BurstHeadroomSettings } {
+  return {
+    fast: { spanMs: tSetupMs, noiseSigmas: 2 },
+    burst: { riseMs: 2 * tSetupMs, spanMs: tSetupMs, memoryMs: 360 * tSetupMs, noiseSigmas: 3 },
+  };
 }
 
 export interface ServiceSla {
@@ -71,6 +106,8 @@ export interface FrontendScaleOutcome {
   localRatePerSec: number;
   globalRatePerSec: number;
   sizing: SizingResult;
+  /** The learned warm headroom sized for on top of the predicted rate (req/s; 0 without one). */
+  headroomRatePerSec: number;
 }
 
 /** Replies of a type before its mean weighs its entries. */
@@ -79,6 +116,9 @@ const MIN_TYPED_SAMPLES = 20;
 export class FrontendScaler {
   private readonly rates: RateHistory;
   private readonly frontends: FrontendCountEstimator;
+  /** The learned warm headroom; undefined: none (Swayam's U alone). */
+  private readonly burst: BurstHeadroom | undefined;
+  private readonly fast: FastReactionSettings | undefined;
   private readonly samples: number[] = [];
   private sampleCursor = 0;
   /** A frozen copy of the samples, renewed every `refreshEvery` new ones: the model caches per object. */
@@ -95,7 +135,9 @@ export class FrontendScaler {
   private state: ScaleState | undefined;
   /** Per instance type, its last `maxSamples` compute times (a ring) and their sum. */
   private readonly byType = new Map<string, { samples: number[]; cursor: number; sum: number }>();
-  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs" | "countingSince">> & { rateBucketMs: number | undefined };
+  private readonly opts: Required<Omit<FrontendScalerOptions, "rateBucketMs" | "countingSince" | "learnedHeadroom">> & {
+    rateBucketMs: number | undefined;
+  };
 
   constructor(options: FrontendScalerOptions) {
     this.opts = {
@@ -118,6 +160,9 @@ export class FrontendScaler {
       ...(options.countingSince === undefined ? {} : { origin: options.countingSince }),
     });
     this.frontends = new FrontendCountEstimator({ freshnessMs: this.opts.tSetupMs });
+    const learned = options.learnedHeadroom === true ? learnedHeadroomFor(this.opts.tSetupMs) : undefined;
+    this.fast = learned?.fast;
+    this.burst = learned ? new BurstHeadroom(learned.burst) : undefined;
   }
 
   get n(): number {
@@ -221,8 +266,14 @@ export class FrontendScaler {
     this.frontends.prune(now);
     const frontendsEstimate = this.frontends.estimate(now);
     const localRatePerSec = this.rates.localRate(now);
-    const predicted = Math.max(localRatePerSec, this.rates.predictRate(now, this.opts.tSetupMs));
+    const fast = this.fast ? this.rates.recentRate(now, this.fast.spanMs, this.fast.noiseSigmas) : 0;
+    const predicted = Math.max(localRatePerSec, this.rates.predictRate(now, this.opts.tSetupMs), fast);
     const globalRatePerSec = predicted * frontendsEstimate;
+    let headroomRate = 0;
+    if (this.burst) {
+      this.burst.observe(now, this.rates.recentRate(now, this.burst.spanMs), frontendsEstimate);
+      headroomRate = this.burst.headroom(now);
+    }
     const serviceTime = this.serviceTime(inputs.serviceTimePrior);
     const weights = inputs.entryType && this.entryWeights(serviceTime, inputs.listLength, inputs.entryType, inputs.usable);
     const { decision, state } = decideScale({
@@ -230,6 +281,7 @@ export class FrontendScaler {
       state: this.state,
       predictedGlobalRate: globalRatePerSec,
       burstFactor: inputs.sla.burstFactor,
+      headroomRate,
       sizing: {
         serviceTime,
         ...(weights ? { entryWeights: weights } : {}),
@@ -252,6 +304,7 @@ export class FrontendScaler {
       localRatePerSec,
       globalRatePerSec,
       sizing: decision.sizing,
+      headroomRatePerSec: headroomRate,
     };
   }
 }

@@ -1,6 +1,7 @@
 export * from "./backend-machine.js";
 export * from "./backend-slots.js";
 export * from "./batch-former.js";
+export * from "./burst-headroom.js";
 export * from "./dispatch-machine.js";
 export * from "./frontend-count.js";
 export * from "./frontend-scaler.js";

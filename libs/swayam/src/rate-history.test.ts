@@ -42,6 +42,22 @@ describe("RateHistory", () => {
     expect(new RateHistory().localRate(5_000)).toBe(0);
   });
 
+  it("recentRate follows a burst within a bucket, less its noise allowance", () => {
+    const h = new RateHistory({ origin: 0 });
+    for (let t = 0; t < 100_000; t += 10_000) h.recordArrival(t); // 0.1 req/s
+    for (let t = 100_000; t < 105_000; t += 100) h.recordArrival(t); // then 10 req/s, 50 in 5 s
+    // Over the last 10 s at 105 s: buckets [90 s, 100 s) (1 request) and [100 s, 105 s) (50), over 15 s.
+    expect(h.recentRate(105_000, 10_000)).toBeCloseTo(51 / 15, 9);
+    expect(h.recentRate(105_000, 10_000, 2)).toBeCloseTo((51 - 2 * Math.sqrt(51)) / 15, 9);
+    // The window's rate has hardly moved yet.
+    expect(h.localRate(105_000)).toBeLessThan(1);
+    expect(new RateHistory().recentRate(5_000, 10_000)).toBe(0);
+    // A quiet stream's chance pair of requests is within its noise allowance.
+    const quiet = new RateHistory({ origin: 0 });
+    quiet.recordArrival(1_000, 2);
+    expect(quiet.recentRate(10_000, 10_000, 2)).toBe(0);
+  });
+
   it("falls back to the local rate with too little history", () => {
     const h = new RateHistory({ origin: 0 });
     // 115 s of history holds two complete 100 s windows (ending at 100 s and 110 s): fewer than 3.

@@ -85,6 +85,22 @@ export class RateHistory {
     return (sum * 1000) / span;
   }
 
+  /**
+   * Requests per second over the last `spanMs` or so: the buckets from the one holding now - spanMs to the current
+   * (partial) one, over the time they cover up to now (at least one bucket, and never before the origin). A
+   * burst shows here within a bucket, where the window's rate takes a whole window to follow it.
+   */
+  recentRate(now: number, spanMs: number, noiseSigmas = 0): number {
+    if (this.origin === undefined) return 0;
+    const current = Math.floor(now / this.bucketMs);
+    const first = Math.max(current - this.historyBuckets + 1, Math.floor((now - Math.max(0, spanMs)) / this.bucketMs));
+    let sum = 0;
+    for (let b = first; b <= current; b++) sum += this.count(b);
+    const start = Math.max(first * this.bucketMs, this.origin);
+    const kept = Math.max(0, sum - noiseSigmas * Math.sqrt(sum));
+    return (kept * 1000) / Math.max(now - start, this.bucketMs);
+  }
+
   /** Least-squares linear prediction of the rate (req/s) at now + horizonMs, never negative. */
   predictRate(now: number, horizonMs: number = SWAYAM_DEFAULTS.tSetupMs): number {
     if (this.origin === undefined) return 0;

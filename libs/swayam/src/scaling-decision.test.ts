@@ -35,6 +35,14 @@ describe("decideScale", () => {
     expect(decideScale({ ...ctx(0, initialScaleState(0, 1), 10), burstFactor: 2 }).decision.n).toBe(7);
   });
 
+  it("sizes for the predicted rate plus the learned headroom when U x the rate is less", () => {
+    // Idle between bursts: U = 2 at 0.1 req/s sizes for 0.2 (1 backend), a headroom of 19.9 req/s for 20 (7).
+    expect(decideScale({ ...ctx(0, initialScaleState(0, 1), 0.1), burstFactor: 2, headroomRate: 19.9 }).decision.n).toBe(7);
+    // Busy: U = 2 at 10 req/s already sizes for 20, more than 10 + 5.
+    expect(decideScale({ ...ctx(0, initialScaleState(0, 1), 10), burstFactor: 2, headroomRate: 5 }).decision.n).toBe(7);
+    expect(decideScale({ ...ctx(0, initialScaleState(0, 1), 0.1), burstFactor: 2 }).decision.n).toBe(1);
+  });
+
   it("does not flap under oscillating load", () => {
     const trace = run((t) => ((t / 10_000) % 2 === 0 ? 20 : 10), 3_600_000);
     expect(trace.every((s) => s.n === 7)).toBe(true);

@@ -43,6 +43,8 @@ export interface ScaleContext {
   predictedGlobalRate: number;
   /** Burst threshold U (default 2). */
   burstFactor?: number;
+  /** Warm headroom (req/s, default 0): the rate sized for is at least the predicted rate plus this. */
+  headroomRate?: number;
   sizing: Omit<SizingParams, "ratePerSec" | "maxN" | "minN">;
   listLength: number;
   /** Floor from the global allocator (default 0). */
@@ -71,7 +73,8 @@ export function decideScale(ctx: ScaleContext): { decision: ScaleDecision; state
   const { now, state, listLength } = ctx;
   const cooldown = ctx.scaleInCooldownMs ?? SWAYAM_DEFAULTS.scaleInCooldownMs;
   const floor = Math.min(Math.max(0, listLength), Math.max(1, ctx.minWarm ?? 0));
-  const rate = Math.max(0, ctx.predictedGlobalRate) * (ctx.burstFactor ?? SWAYAM_DEFAULTS.burstFactor);
+  const predicted = Math.max(0, ctx.predictedGlobalRate);
+  const rate = Math.max(predicted * (ctx.burstFactor ?? SWAYAM_DEFAULTS.burstFactor), predicted + Math.max(0, ctx.headroomRate ?? 0));
   const sizing = sizeBackends({ ...ctx.sizing, ratePerSec: rate, maxN: Math.max(1, listLength), minN: 1 });
   const need = Math.min(sizing.n, Math.max(0, listLength));
   const target = Math.max(need, floor);

@@ -1,5 +1,5 @@
 import { field } from "@infergrid/runtime";
-import { PARK_DEFAULTS } from "@infergrid/swayam";
+import { PARK_DEFAULTS, PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
 import { z } from "zod";
 
 export const frontendConfig = z.object({
@@ -24,6 +24,17 @@ export const frontendConfig = z.object({
   scaleInCooldownMs: field.ms(600_000).describe("minimum time between two scale-ins of a service"),
   networkRttMs: field.ms(1).describe("d1 + d2: round trip to a backend, used by the sizing model"),
   scaling: z.enum(["swayam", "static"]).default("swayam").describe("swayam: model-based n; static: n = the allocator's min_warm"),
+  pruneBudget: z
+    .enum(["always", "tail", "tail-or-lost"])
+    .default(PRUNE_BUDGET_DEFAULTS.mode)
+    .describe(
+      "for a service that prunes late requests: always (Swayam's), tail (only within each minute's SLO tail), tail-or-lost (also once the minute's tail is lost to drops)",
+    ),
+  learnedHeadroom: field
+    .bool(true)
+    .describe(
+      "size each service for the last seconds' rate too and keep the warm headroom its bursts needed (false: Swayam's windows and U alone)",
+    ),
 });
 
 export type FrontendConfig = z.infer<typeof frontendConfig>;

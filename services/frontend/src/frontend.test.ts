@@ -8,7 +8,7 @@ import { createLogger, GrpcStatusError, grpc, type NatsConnection, statusOf } fr
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { BackendTracker } from "./backend-tracker.js";
-import type { Dispatcher, DispatchResult } from "./dispatcher.js";
+import type { Dispatcher, DispatchResult, DispatchTarget } from "./dispatcher.js";
 import { Frontend } from "./frontend.js";
 import { StaticScaler } from "./service-scaler.js";
 import { type ServiceTable, type ServiceView, toView } from "./service-table.js";
@@ -16,11 +16,11 @@ import type { Warmer } from "./warmer.js";
 
 const logger = createLogger("test", "frontend-test", "silent");
 
-function view(name: string, latencyThresholdMs: number, percentile: number): ServiceView {
+function view(name: string, latencyThresholdMs: number, percentile: number, pruneLate = false): ServiceView {
   const v = toView(
     name,
     control.ServiceEntry.create({
-      spec: { name, sla: { latencyThresholdMs, percentile } },
+      spec: { name, sla: { latencyThresholdMs, percentile }, pruneLate },
       backends: [{ backendId: "b1", address: "127.0.0.1:1" }],
       version: 1,
     }),
@@ -37,8 +37,11 @@ function request(service: string, requestId: string) {
 function setUp(outcomes: Record<string, number | "fail">) {
   const entries = new Map<string, ServiceView>();
   const table = { get: (name: string) => entries.get(name), names: () => [...entries.keys()] } as unknown as ServiceTable;
+  /** Per dispatch, whether the frontend let the request be pruned when it was dispatched. */
+  const prunable: boolean[] = [];
   const dispatcher = {
-    dispatch: async (_target: unknown, req: { requestId: string }): Promise<DispatchResult> => {
+    dispatch: async (current: () => DispatchTarget | undefined, req: { requestId: string }): Promise<DispatchResult> => {
+      prunable.push(current()?.pruneServiceMs !== undefined);
       const outcome = outcomes[req.requestId];
       if (outcome === undefined || outcome === "fail") throw new GrpcStatusError(grpc.status.UNAVAILABLE, "no backend took it");
       vi.setSystemTime(Date.now() + outcome);
@@ -72,7 +75,7 @@ function setUp(outcomes: Record<string, number | "fail">) {
     return found?.value;
   };
   const reports = () => published.map((p) => control.LoadReport.decode(p.data));
-  return { frontend, change, value, reports };
+  return { frontend, change, value, reports, prunable };
 }
 
 afterEach(() => {
@@ -134,5 +137,25 @@ describe("Frontend SLO metrics", () => {
     frontend.publishLoad(Date.now());
     const [report] = reports();
     expect(report).toMatchObject({ service: "svc", withinSlo: 2, completed: 3, failed: 1 });
+  });
+
+  it("lets a pruning service drop within each minute's tail, then only once the minute's tail is lost", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(0);
+    const outcomes: Record<string, number | "fail"> = {};
+    for (let i = 0; i < 100; i++) outcomes[`ok${i}`] = 1;
+    for (let i = 0; i < 3; i++) outcomes[`late${i}`] = "fail";
+    const { frontend, change, prunable } = setUp(outcomes);
+    change("svc", view("svc", 100, 99, true));
+    change("keep", view("keep", 100, 99, false));
+    const send = (service: string, id: string) => frontend.infer(request(service, id), undefined).catch(() => undefined);
+    // Minute 0: 100 requests, so minute 1's tail is 1 drop.
+    for (let i = 0; i < 100; i++) await send("svc", `ok${i}`);
+    vi.setSystemTime(60_000);
+    await send("svc", "late0"); // within the tail: prunable; it fails, a drop
+    await send("svc", "late1"); // the tail is used: served late rather than dropped; it fails too, so the tail is lost
+    await send("svc", "late2"); // the minute is lost already: prunable again
+    await send("keep", "ok0"); // a service that does not prune never is
+    expect(prunable.slice(100)).toEqual([true, false, true, false]);
   });
 });

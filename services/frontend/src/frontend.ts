@@ -3,7 +3,15 @@ import { type Random, systemRandom } from "@infergrid/core";
 import { deadlineMs, effectiveDeadline, routedRequestProblem } from "@infergrid/dataplane";
 import { control, encodeRoutedInferResponse, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
-import { PRUNE_SERVICE_QUANTILE, RecentQuantile, SlaWindowTracker, SWAYAM_DEFAULTS } from "@infergrid/swayam";
+import {
+  PRUNE_BUDGET_DEFAULTS,
+  PRUNE_SERVICE_QUANTILE,
+  PruneBudget,
+  type PruneBudgetSettings,
+  RecentQuantile,
+  SlaWindowTracker,
+  SWAYAM_DEFAULTS,
+} from "@infergrid/swayam";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { BackendTracker } from "./backend-tracker.js";
 import { type Dispatcher, requestBatch } from "./dispatcher.js";
@@ -22,6 +30,8 @@ interface ServiceState {
   globalRate: number;
   /** The backends' recent compute times (their PRUNE_SERVICE_QUANTILE), for pruning. */
   computeTimes: RecentQuantile;
+  /** Which late requests pruning may drop in this minute (a service that prunes). */
+  prune: PruneBudget;
 }
 
 export interface FrontendDeps {
@@ -37,6 +47,8 @@ export interface FrontendDeps {
   logger: Logger;
   /** For the load reports' sample of batch sizes (default: Math.random). */
   random?: Random;
+  /** Which late requests a service that prunes may drop (default PRUNE_BUDGET_DEFAULTS). */
+  pruneBudget?: PruneBudgetSettings;
 }
 
 /**
@@ -134,6 +146,7 @@ export class Frontend {
         frontendsEstimate: 1,
         globalRate: 0,
         computeTimes: new RecentQuantile(PRUNE_SERVICE_QUANTILE),
+        prune: new PruneBudget(1 - (sla?.slMin ?? SWAYAM_DEFAULTS.slMin), this.deps.pruneBudget ?? PRUNE_BUDGET_DEFAULTS),
       };
       this.services.set(name, s);
     }
@@ -238,6 +251,7 @@ export class Frontend {
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");
       const s = this.state(service);
       s.scaler.recordArrival(arrived);
+      s.prune.recordArrival(arrived);
       const batch = requestBatch(checked.shapes);
       s.window.recordArrival(batch);
       const result = await this.deps.dispatcher.dispatch(
@@ -245,7 +259,9 @@ export class Frontend {
           const e = this.deps.table.get(service);
           if (!e) return undefined;
           const st = this.state(service);
-          return { frontendId: this.deps.id, entry: e, n: st.scaler.n, pruneServiceMs: e.pruneLate ? st.computeTimes.value() : undefined };
+          const now = Date.now();
+          const prune = e.pruneLate && st.prune.allows(now, now - arrived, e.sla.rtMaxMs);
+          return { frontendId: this.deps.id, entry: e, n: st.scaler.n, pruneServiceMs: prune ? st.computeTimes.value() : undefined };
         },
         request,
         batch,
@@ -288,6 +304,7 @@ export class Frontend {
       // A client's own error (bad input) is not the service missing its SLA.
       if (s && label !== "_unknown" && !CLIENT_ERRORS.has(code)) {
         s.window.failed += 1;
+        s.prune.recordDrop(Date.now());
         s.sla.record(undefined);
       }
       this.requests.inc({ service: label, code: grpc.status[code] });

@@ -2,6 +2,7 @@ import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { ClientCache, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
+import { PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
 import { frontendConfig } from "./config.js";
@@ -48,6 +49,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
     warmer,
     newScaler: () => createScaler(config),
     requestTimeoutMs: config.requestTimeoutMs,
+    pruneBudget: { ...PRUNE_BUDGET_DEFAULTS, mode: config.pruneBudget },
     nc,
     metrics,
     logger,

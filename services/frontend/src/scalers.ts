@@ -16,6 +16,7 @@ export class SwayamScaler implements ServiceScaler {
       scaleInCooldownMs: config.scaleInCooldownMs,
       probeCostMs: config.networkRttMs + config.retryGapMs,
       fixedDelayMs: config.networkRttMs,
+      learnedHeadroom: config.learnedHeadroom,
     });
   }
 
