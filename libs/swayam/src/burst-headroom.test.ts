@@ -39,6 +39,17 @@ describe("BurstHeadroom", () => {
     expect(h.headroom(30_000)).toBeCloseTo(Math.max(fromTwo, fromZero), 9);
   });
 
+  it("learns no rise in its first settleMs, only the rates it measures later rises from", () => {
+    const h = new BurstHeadroom({ ...settings, settleMs: 30_000 });
+    h.observe(0, 0, 1);
+    h.observe(10_000, 5, 1);
+    h.observe(20_000, 5, 1);
+    expect(h.headroom(20_000)).toBe(0);
+    h.observe(30_000, 0, 1);
+    h.observe(40_000, 5, 1);
+    expect(h.headroom(40_000)).toBeCloseTo(5 - 0.3, 9);
+  });
+
   it("forgets a rise after memoryMs", () => {
     const h = new BurstHeadroom({ ...settings, memoryMs: 60_000 });
     h.observe(0, 0, 1);

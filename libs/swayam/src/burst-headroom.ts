@@ -17,6 +17,11 @@ export interface BurstHeadroomSettings {
   readonly memoryMs: number;
   /** Rises within this many standard deviations of a Poisson count at the earlier rate are noise. */
   readonly noiseSigmas: number;
+  /**
+   * Rises seen within this long of the first observation are not learned (default 0): a service's onset is a
+   * rise from no history, not a burst, and the load's first seconds at a real frontend arrive in clumps.
+   */
+  readonly settleMs?: number;
 }
 
 /** Ten-second t_setup (Swayam's): what FrontendScaler's learnedHeadroomFor(10_000) gives. */
@@ -38,6 +43,7 @@ export class BurstHeadroom {
   /** The most frontends the service had over the memory, a sliding maximum (times increasing, counts decreasing). */
   private readonly fAt: number[] = [];
   private readonly f: number[] = [];
+  private firstAt: number | undefined;
 
   constructor(private readonly settings: BurstHeadroomSettings = BURST_HEADROOM_DEFAULTS) {
     this.spanMs = settings.spanMs;
@@ -65,9 +71,10 @@ export class BurstHeadroom {
       this.rateAt.shift();
       this.rate.shift();
     }
+    this.firstAt ??= now;
     let low = Number.POSITIVE_INFINITY;
     for (const r of this.rate) low = Math.min(low, r);
-    if (Number.isFinite(low)) {
+    if (Number.isFinite(low) && now - this.firstAt >= (s.settleMs ?? 0)) {
       const spanS = s.spanMs / 1000;
       const noise = (s.noiseSigmas * Math.sqrt(Math.max(1, low * spanS))) / spanS;
       const rise = ratePerSec - low - noise;

@@ -34,25 +34,25 @@ describe("FrontendScaler", () => {
     expect(learnedHeadroomFor(10_000).burst).toEqual(BURST_HEADROOM_DEFAULTS);
     const u2 = { ...sla, burstFactor: 2 };
     const decide = (t: number) => [swayam, ours].map((s) => s.decide(t, { sla: u2, listLength: 50, minWarm: 1, serviceTimePrior: prior }));
-    // A request every 10 s for 5 minutes, then 30 req/s.
+    // A request every 10 s for 10 minutes (past the first rate history, the service's onset), then 30 req/s.
     for (const s of [swayam, ours]) {
-      feed(s, 0, 300_000, 0.1);
-      feed(s, 300_000, 310_000, 30);
+      feed(s, 0, 600_000, 0.1);
+      feed(s, 600_000, 610_000, 30);
     }
-    for (let t = 10_000; t < 300_000; t += 10_000) decide(t);
-    const [paper, fast] = decide(310_000);
+    for (let t = 10_000; t < 600_000; t += 10_000) decide(t);
+    const [paper, fast] = decide(610_000);
     // Swayam's 100 s window has seen 10 s of the burst (about 3 req/s); the fast path sees about 30 less its noise.
     expect(paper?.n).toBeLessThan(4);
     expect(fast?.n).toBeGreaterThanOrEqual(6);
     // The burst ends; once its peak has left the scale-in window, the learned headroom keeps warm what it needed
     // (Swayam's n falls back to 1) until the burst is an hour old, and n follows one scale-in window later.
-    for (const s of [swayam, ours]) feed(s, 310_000, 4_600_000, 0.1);
-    let last = decide(320_000);
-    for (let t = 330_000; t <= 1_500_000; t += 10_000) last = decide(t);
+    for (const s of [swayam, ours]) feed(s, 610_000, 4_900_000, 0.1);
+    let last = decide(620_000);
+    for (let t = 630_000; t <= 1_800_000; t += 10_000) last = decide(t);
     expect(last[0]?.n).toBe(1);
     expect(last[1]?.headroomRatePerSec).toBeGreaterThan(20);
     expect(last[1]?.n).toBeGreaterThanOrEqual(4);
-    for (let t = 1_510_000; t <= 4_600_000; t += 10_000) last = decide(t);
+    for (let t = 1_810_000; t <= 4_900_000; t += 10_000) last = decide(t);
     expect(last[1]?.headroomRatePerSec).toBe(0);
     expect(last[1]?.n).toBe(1);
   });
