@@ -123,6 +123,13 @@ export function defaultChannelTls(): UnaryChannelTls | undefined {
   return defaults.tls;
 }
 
+const drains = new WeakMap<grpc.Server, () => void>();
+
+/** What a server's shutdown runs first: ends its long-lived streams gracefully (multiplex.ts). */
+export function onServerDrain(server: grpc.Server, drain: () => void): void {
+  drains.set(server, drain);
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
@@ -144,6 +151,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     shutdown: (graceMs) =>
       new Promise<void>((resolve) => {
         health.setStatus("", "NOT_SERVING");
+        // Long-lived streams (multiplexed calls) end once their calls are answered, or tryShutdown would wait for ever.
+        drains.get(server)?.();
         const timer = setTimeout(() => {
           server.forceShutdown();
           resolve();

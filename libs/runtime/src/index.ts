@@ -9,6 +9,7 @@ export * from "./ids.js";
 export * from "./log-throttle.js";
 export * from "./logger.js";
 export * from "./metrics.js";
+export * from "./multiplex.js";
 export * from "./nats.js";
 export * from "./peer-identity.js";
 export * from "./security.js";
