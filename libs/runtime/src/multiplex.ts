@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { MultiplexDefinition, type rpc } from "@infergrid/proto";
+import { isChunked, MultiplexDefinition, type rpc } from "@infergrid/proto";
 import { createClient, GrpcStatusError, grpc, onServerDrain } from "./grpc.js";
 import type { UnaryChannel } from "./h2-channel.js";
 import type { Logger } from "./logger.js";
@@ -274,13 +274,17 @@ export class MultiplexChannel implements UnaryChannel {
       return { cancel: () => undefined };
     };
     if (deadline <= now) return fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded before the call started");
-    let body: Buffer;
+    let chunks: Buffer[];
     try {
-      body = serialize(request);
+      chunks = isChunked(serialize) ? serialize.chunks(request) : [serialize(request)];
     } catch (err) {
       return fail(grpc.status.INTERNAL, `request serialization failed: ${String(err)}`);
     }
-    if (body.length > this.options.maxStreamedBytes) return this.unaryOf(path, body, deserialize, metadata, options, callback);
+    let size = 0;
+    for (const c of chunks) size += c.length;
+    // A large request's tensors stay where they came: the unary channel writes the chunks one after another.
+    if (size > this.options.maxStreamedBytes) return this.unaryOf(path, chunks, deserialize, metadata, options, callback);
+    const body = chunks.length === 1 && chunks[0] ? chunks[0] : Buffer.concat(chunks, size);
     const id = ++this.nextId;
     const stream = this.open();
     const p: Pending = {
@@ -318,13 +322,14 @@ export class MultiplexChannel implements UnaryChannel {
 
   private unaryOf<Res>(
     path: string,
-    body: Buffer,
+    chunks: Buffer[],
     deserialize: (value: Buffer) => Res,
     metadata: grpc.Metadata,
     options: grpc.CallOptions,
     callback: grpc.requestCallback<Res>,
   ): { cancel(): void } {
-    return this.options.unary.makeUnaryRequest(path, (b: Buffer) => b, deserialize, body, metadata, options, callback);
+    const serialize = Object.assign((c: Buffer[]) => Buffer.concat(c), { chunks: (c: Buffer[]) => c });
+    return this.options.unary.makeUnaryRequest(path, serialize, deserialize, chunks, metadata, options, callback);
   }
 
   private open(): grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome> {
@@ -383,7 +388,7 @@ export class MultiplexChannel implements UnaryChannel {
       for (const [id, p] of mine) {
         this.pending.delete(id);
         if (p.timer) clearTimeout(p.timer);
-        this.unaryOf(p.path, p.body, p.deserialize, p.metadata, p.options, p.callback);
+        this.unaryOf(p.path, [p.body], p.deserialize, p.metadata, p.options, p.callback);
       }
       return;
     }
