@@ -12,6 +12,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type AttainmentParams,
+  ascendingServiceTime,
   attainment,
   meanServiceTimeMs,
   prefixCapacity,
@@ -368,6 +369,21 @@ describe("sizeBackends", () => {
     reused.samplesMs[0] = 50;
     // Mean 87.5 ms; a quarter of requests fit 8 probes, the rest 3.
     expect(attainment({ ...base, serviceTime: reused }, 7)).toBeCloseTo(0.25 * (1 - (1.75 / 7) ** 9) + 0.75 * (1 - (1.75 / 7) ** 4), 12);
+  });
+
+  it("sizes samples handed over in order exactly as the same samples given plainly", () => {
+    const sample = fc.array(fc.double({ min: 1, max: 400, noNaN: true }), { minLength: 1, maxLength: 80 });
+    fc.assert(
+      fc.property(sample, fc.double({ min: 0, max: 200, noNaN: true }), (xs, rate) => {
+        const base = { ratePerSec: rate, rtMaxMs: 500, slMin: 0.99, probeCostMs: 6, fixedDelayMs: 1, maxN: 200 };
+        const plain = { kind: "empirical" as const, samplesMs: xs };
+        const ordered = ascendingServiceTime(Float64Array.from(xs).sort());
+        expect(sizeBackends({ ...base, serviceTime: ordered })).toEqual(sizeBackends({ ...base, serviceTime: plain }));
+        expect(meanServiceTimeMs(ordered)).toBe(meanServiceTimeMs(plain));
+      }),
+    );
+    expect(() => ascendingServiceTime(Float64Array.from([2, 1]))).toThrow(RangeError);
+    expect(() => ascendingServiceTime(new Float64Array(0))).toThrow(RangeError);
   });
 });
 
