@@ -192,7 +192,6 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       n: 0,
       listLength: 0,
       key: (i) => this.viewList[i] as number,
-      usable: () => true,
       rtMaxMs: 0,
       pruneServiceMs: undefined,
       random: sim.dispatchRandom,

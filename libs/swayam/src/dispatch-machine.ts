@@ -24,9 +24,20 @@
  */
 import { type Random, randomInt } from "@infergrid/core";
 import { cheapestTargets, PARK_DEFAULTS, parkTargets } from "./parking-lot.js";
-import { effectivePrefix, hasUntried, type IndexSet, pickBackend, pickCheapest, type UsablePredicate } from "./prefix-dispatch.js";
+import {
+  EVERY_ENTRY,
+  effectivePrefix,
+  hasUntried,
+  type IndexSet,
+  pickCheapest,
+  pickOutside,
+  prefixEnd,
+  prefixSize,
+  type UsablePredicate,
+} from "./prefix-dispatch.js";
 import { isPastSaving } from "./pruning.js";
 import { ROUND_BACKOFF_DEFAULTS, type RoundBackoffOptions, roundBackoffMs } from "./round-backoff.js";
+import { TriedEntries } from "./tried-entries.js";
 
 /** Why a backend refused an Execute. */
 export type DispatchRefusal = "busy" | "cold" | "provisioning" | "draining" | "not-assigned";
@@ -118,10 +129,10 @@ export interface DispatchView<K> {
   n: number;
   /** Entries in the service's ordered list (0: the service has no backends). */
   listLength: number;
-  /** The identity of entry `index` (a backend id), stable across list versions. */
+  /** The identity of entry `index` (a backend id), stable across list versions; distinct entries, distinct keys. */
   key(index: number): K;
-  /** Whether entry `index` may take requests (not suspected). */
-  usable: UsablePredicate;
+  /** Whether entry `index` may take requests (not suspected); undefined: every entry may. */
+  usable?: UsablePredicate | undefined;
   /** RT_max. */
   rtMaxMs: number;
   /** The service time pruning assumes; undefined when pruning is off. */
@@ -150,7 +161,7 @@ export interface DispatchState<K> {
   /** Rounds in which every prefix entry refused. */
   rounds: number;
   /** Entries tried in the current round. */
-  readonly tried: Set<K>;
+  readonly tried: TriedEntries<K>;
   /** The current park round (unique for the state object's whole life, across reuse). */
   round: number;
   parkEndsAt: number;
@@ -195,7 +206,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     attempts: 0,
     refusals: 0,
     rounds: 0,
-    tried: new Set<K>(),
+    tried: new TriedEntries<K>(),
     round: 0,
     parkEndsAt: 0,
     parkIndices: NO_INDICES,
@@ -279,7 +290,7 @@ function refused<K, H>(
   if (settings.parkWindowMs > 0 && PARKABLE.has(reason)) {
     // Late binding once every entry of the round has refused: while one is untried (it may be free), probe it
     // at once. A held slot that turned out expired sends the request back to parking.
-    if (!st.sendingHeld && hasUntried(view.n, view.usable, excludedSet(st, view), view.listLength)) tryNext(st, view, settings, out, 0);
+    if (!st.sendingHeld && hasUntriedEntry(st, view)) tryNext(st, view, settings, out, 0);
     else parkRound(st, view, settings, out);
     return;
   }
@@ -303,12 +314,12 @@ function tryNext<K, H>(
     return;
   }
   let gap = gapMs;
-  let index = pick(view, excludedSet(st, view));
+  let index = pick(st, view, true);
   if (index === undefined && st.tried.size > 0) {
     st.tried.clear();
     st.rounds += 1;
     gap += roundBackoffMs(st.rounds, view.now - st.arrivedAt, view.rtMaxMs, { deltaMs: settings.retryGapMs, ...settings.backoff });
-    index = pick(view, excludedSet(st, view, false));
+    index = pick(st, view, false);
   }
   index ??= randomInt(view.random, Math.max(1, Math.min(view.n, view.listLength)));
   const at = view.now + gap;
@@ -322,7 +333,7 @@ function tryNext<K, H>(
   }
   const entry = view.key(index);
   st.attempts += 1;
-  st.tried.add(entry);
+  st.tried.add(entry, index);
   st.phase = "sending";
   st.sendingIndex = index;
   st.sendingEntry = entry;
@@ -331,10 +342,23 @@ function tryNext<K, H>(
 }
 
 /** The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam). */
-function pick<K>(view: DispatchView<K>, tried: IndexSet): number | undefined {
-  return view.cost === undefined
-    ? pickBackend(view.n, view.usable, tried, view.random, view.listLength)
-    : pickCheapest(view.n, view.usable, tried, view.cost, view.random, view.listLength);
+function pick<K>(st: DispatchState<K>, view: DispatchView<K>, withTried: boolean): number | undefined {
+  if (view.cost !== undefined)
+    return pickCheapest(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view, withTried), view.cost, view.random, view.listLength);
+  const end = prefixEnd(view.n, view.usable, view.listLength);
+  return pickOutside(end, view.usable, st.tried.found, withTried ? triedIn(st, view, end) : 0, view.random);
+}
+
+/** Whether an entry of the prefix may still be tried this round. */
+function hasUntriedEntry<K>(st: DispatchState<K>, view: DispatchView<K>): boolean {
+  if (view.cost !== undefined) return hasUntried(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view), view.listLength);
+  const end = prefixEnd(view.n, view.usable, view.listLength);
+  return prefixSize(end, view.usable) > triedIn(st, view, end);
+}
+
+/** The prefix entries (before `end`) tried this round: how many, their indices ascending in st.tried.found. */
+function triedIn<K>(st: DispatchState<K>, view: DispatchView<K>, end: number): number {
+  return st.tried.size === 0 ? 0 : st.tried.indicesIn(end, view);
 }
 
 /** Late binding: park at `parkFanout` entries of the prefix for one window, or probe again if none can hold it. */
@@ -347,7 +371,7 @@ function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: 
   let waitMs = Math.min(settings.parkWindowMs, st.giveUpAt - now - settings.retryGapMs);
   // With pruning the round ends when the request can no longer make it, so that it is dropped then.
   if (view.pruneServiceMs !== undefined) waitMs = Math.min(waitMs, st.arrivedAt + view.rtMaxMs - view.pruneServiceMs - now);
-  const prefix = effectivePrefix(view.n, view.usable, view.listLength);
+  const prefix = effectivePrefix(view.n, view.usable ?? EVERY_ENTRY, view.listLength);
   const cost = view.cost;
   const servable = cost === undefined ? prefix : prefix.filter((i) => cost(i) < Number.POSITIVE_INFINITY);
   const indices =
@@ -443,17 +467,21 @@ function withdrawOpen<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): 
 }
 
 /**
- * The entries a request may not go to now: those tried this round (unless `withTried` is false) and, when the
- * view prices entries and some prefix entry can serve the request within QoS, those that cannot.
+ * With a priced view (Kairos), the entries a request may not go to now: those tried this round (unless `withTried`
+ * is false) and, when some prefix entry can serve the request within QoS, those that cannot. Asked only about
+ * usable entries of the prefix.
  */
 function excludedSet<K>(st: DispatchState<K>, view: DispatchView<K>, withTried = true): IndexSet {
-  const tried = withTried ? triedSet(st, view) : NOTHING_TRIED;
+  const usable = view.usable ?? EVERY_ENTRY;
+  const m = withTried ? triedIn(st, view, prefixEnd(view.n, view.usable, view.listLength)) : 0;
+  const found = st.tried.found;
+  const tried: IndexSet = m === 0 ? NOTHING_TRIED : { has: (i) => isAmongFirst(found, m, i) };
   const cost = view.cost;
   if (cost === undefined) return tried;
   let servable = false;
   let inPrefix = 0;
   for (let i = 0; i < view.listLength && inPrefix < view.n && !servable; i++) {
-    if (!view.usable(i)) continue;
+    if (!usable(i)) continue;
     inPrefix++;
     servable = cost(i) < Number.POSITIVE_INFINITY;
   }
@@ -461,9 +489,9 @@ function excludedSet<K>(st: DispatchState<K>, view: DispatchView<K>, withTried =
   return { has: (i) => tried.has(i) || cost(i) === Number.POSITIVE_INFINITY };
 }
 
-function triedSet<K>(st: DispatchState<K>, view: DispatchView<K>): IndexSet {
-  if (st.tried.size === 0) return NOTHING_TRIED;
-  return { has: (i) => st.tried.has(view.key(i)) };
+function isAmongFirst(xs: readonly number[], count: number, x: number): boolean {
+  for (let i = 0; i < count; i++) if (xs[i] === x) return true;
+  return false;
 }
 
 function pastSaving<K>(st: DispatchState<K>, view: DispatchView<K>, at: number, attempts: number): boolean {
