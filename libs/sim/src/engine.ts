@@ -140,6 +140,11 @@ export class Simulation {
     this.queue.push(time, kind, a, b);
   }
 
+  /** schedule, for an event a constant delay after now (a network hop): the same order, at less cost (EventQueue.pushInOrder). */
+  scheduleInOrder(time: number, kind: number, a: number, b = 0): void {
+    this.queue.pushInOrder(time, kind, a, b);
+  }
+
   /** A request finished, seen by its client `latencyMs` after it arrived. Frees the request. */
   complete(req: number, latencyMs: number): void {
     const job = this.requests.job[req] as number;

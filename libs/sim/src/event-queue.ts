@@ -2,6 +2,11 @@
  * The simulator's future event list: a binary min-heap over (time, insertion order) held in parallel typed
  * arrays, so an event is three numbers and no object or closure is allocated per event. Ties at equal times
  * pop in insertion order, which keeps runs deterministic.
+ *
+ * Beside the heap, a FIFO for events pushed in time order (pushInOrder: a constant delay after the clock, such as
+ * one network hop): most of a Swayam run's events are hops, and a FIFO takes them in O(1) where the heap sifted
+ * each through its levels. pop takes the earlier of the two heads by (time, insertion order), so the events come
+ * out in exactly the order one heap gives.
  */
 export class EventQueue {
   private times: Float64Array;
@@ -11,6 +16,15 @@ export class EventQueue {
   private bs: Float64Array;
   private n = 0;
   private nextSeq = 0;
+  /** The in-order FIFO: a ring of `fifoCount` events from `fifoHead`, times non-decreasing. */
+  private fTimes: Float64Array;
+  private fSeqs: Float64Array;
+  private fKinds: Uint8Array;
+  private fAs: Int32Array;
+  private fBs: Float64Array;
+  private fifoHead = 0;
+  private fifoCount = 0;
+  private fifoLast = Number.NEGATIVE_INFINITY;
   /** Fields of the last popped event. */
   time = 0;
   kind = 0;
@@ -23,10 +37,38 @@ export class EventQueue {
     this.kinds = new Uint8Array(initialCapacity);
     this.as = new Int32Array(initialCapacity);
     this.bs = new Float64Array(initialCapacity);
+    this.fTimes = new Float64Array(initialCapacity);
+    this.fSeqs = new Float64Array(initialCapacity);
+    this.fKinds = new Uint8Array(initialCapacity);
+    this.fAs = new Int32Array(initialCapacity);
+    this.fBs = new Float64Array(initialCapacity);
   }
 
   get size(): number {
-    return this.n;
+    return this.n + this.fifoCount;
+  }
+
+  /**
+   * push, for an event whose time is no earlier than the previous pushInOrder's (now + a constant delay, the clock
+   * never going back): it waits in the FIFO. One earlier than the FIFO's last goes to the heap, so the order events
+   * come out in never depends on the caller keeping the promise.
+   */
+  pushInOrder(time: number, kind: number, a: number, b = 0): void {
+    if (this.fifoCount > 0 && !(time >= this.fifoLast)) {
+      this.push(time, kind, a, b);
+      return;
+    }
+    if (this.fifoCount === this.fTimes.length) this.growFifo();
+    const cap = this.fTimes.length;
+    let i = this.fifoHead + this.fifoCount;
+    if (i >= cap) i -= cap;
+    this.fTimes[i] = time;
+    this.fSeqs[i] = this.nextSeq++;
+    this.fKinds[i] = kind;
+    this.fAs[i] = a;
+    this.fBs[i] = b;
+    this.fifoCount++;
+    this.fifoLast = time;
   }
 
   push(time: number, kind: number, a: number, b = 0): void {
@@ -46,6 +88,20 @@ export class EventQueue {
 
   /** Removes the earliest event into time/kind/a/b; false when empty. */
   pop(): boolean {
+    if (this.fifoCount > 0) {
+      const h = this.fifoHead;
+      const ft = this.fTimes[h] as number;
+      const ht = this.n === 0 ? Number.POSITIVE_INFINITY : (this.times[0] as number);
+      if (ft < ht || (ft === ht && (this.fSeqs[h] as number) < (this.seqs[0] as number))) {
+        this.time = ft;
+        this.kind = this.fKinds[h] as number;
+        this.a = this.fAs[h] as number;
+        this.b = this.fBs[h] as number;
+        this.fifoHead = h + 1 === this.fTimes.length ? 0 : h + 1;
+        this.fifoCount--;
+        return true;
+      }
+    }
     if (this.n === 0) return false;
     this.time = this.times[0] as number;
     this.kind = this.kinds[0] as number;
@@ -79,7 +135,8 @@ export class EventQueue {
 
   /** Time of the earliest event (Infinity when empty). */
   peekTime(): number {
-    return this.n === 0 ? Number.POSITIVE_INFINITY : (this.times[0] as number);
+    const heap = this.n === 0 ? Number.POSITIVE_INFINITY : (this.times[0] as number);
+    return this.fifoCount === 0 ? heap : Math.min(heap, this.fTimes[this.fifoHead] as number);
   }
 
   private move(from: number, to: number): void {
@@ -96,6 +153,31 @@ export class EventQueue {
     this.kinds[i] = kind;
     this.as[i] = a;
     this.bs[i] = b;
+  }
+
+  /** Doubles the FIFO's ring, unrolled from its head. */
+  private growFifo(): void {
+    const cap = this.fTimes.length;
+    const order = (from: Float64Array | Int32Array | Uint8Array, to: Float64Array | Int32Array | Uint8Array) => {
+      to.set(from.subarray(this.fifoHead));
+      to.set(from.subarray(0, this.fifoHead), cap - this.fifoHead);
+    };
+    const t = new Float64Array(cap * 2);
+    order(this.fTimes, t);
+    this.fTimes = t;
+    const s = new Float64Array(cap * 2);
+    order(this.fSeqs, s);
+    this.fSeqs = s;
+    const k = new Uint8Array(cap * 2);
+    order(this.fKinds, k);
+    this.fKinds = k;
+    const a = new Int32Array(cap * 2);
+    order(this.fAs, a);
+    this.fAs = a;
+    const b = new Float64Array(cap * 2);
+    order(this.fBs, b);
+    this.fBs = b;
+    this.fifoHead = 0;
   }
 
   private grow(): void {

@@ -360,22 +360,26 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     switch (a.kind) {
       case "send":
         sim.requests.attempts[req] = a.attempt;
+        // Sent at once, it is one hop away like every other message; after a pause, it is out of that order.
         if (a.hold !== undefined) {
           sim.requests.backend[req] = a.hold;
-          sim.schedule(sim.now + a.delayMs + hop, CLAIM, req);
+          if (a.delayMs === 0) sim.scheduleInOrder(sim.now + a.delayMs + hop, CLAIM, req);
+          else sim.schedule(sim.now + a.delayMs + hop, CLAIM, req);
         } else {
           sim.requests.backend[req] = a.entry;
-          sim.schedule(sim.now + a.delayMs + hop, PROBE, req);
+          if (a.delayMs === 0) sim.scheduleInOrder(sim.now + a.delayMs + hop, PROBE, req);
+          else sim.schedule(sim.now + a.delayMs + hop, PROBE, req);
         }
         return;
       case "park":
-        for (let t = 0; t < a.entries.length; t++) sim.schedule(sim.now + hop, PARK, req, parkMessage(a.round, t, a.entries[t] as number));
+        for (let t = 0; t < a.entries.length; t++)
+          sim.scheduleInOrder(sim.now + hop, PARK, req, parkMessage(a.round, t, a.entries[t] as number));
         return;
       case "timer":
         sim.schedule(a.at, PARK_TIMEOUT, req, a.round);
         return;
       case "release":
-        sim.schedule(sim.now + hop, RELEASE, a.hold);
+        sim.scheduleInOrder(sim.now + hop, RELEASE, a.hold);
         return;
       case "warm":
         if (this.backendJob[a.entry] === j) this.warm(a.entry, j);
@@ -404,14 +408,14 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       return;
     }
     const fs = be.frontendsSeen(sim.now);
-    sim.schedule(sim.now + sim.config.hopMs, REFUSED, req, fs * 8 + REASONS.indexOf(res.reason));
+    sim.scheduleInOrder(sim.now + sim.config.hopMs, REFUSED, req, fs * 8 + REASONS.indexOf(res.reason));
   }
 
   private done(req: number): void {
     const sim = this.sim;
     const b = sim.requests.backend[req] as number;
     this.freeSlot(b);
-    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendMachine).frontendsSeen(sim.now));
+    sim.scheduleInOrder(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendMachine).frontendsSeen(sim.now));
   }
 
   private reply(req: number, frontendsSeen: number): void {
@@ -444,8 +448,9 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       lotItem(req, round, messageTarget(message)),
       sim.requests.arrival[req] as number,
     );
-    if (outcome === "held") sim.schedule(sim.now + sim.config.hopMs, READY, req, message);
-    else if (outcome !== "parked") sim.schedule(sim.now + sim.config.hopMs, outcome === "cold" ? PARK_COLD : PARK_DRAINING, req, message);
+    if (outcome === "held") sim.scheduleInOrder(sim.now + sim.config.hopMs, READY, req, message);
+    else if (outcome !== "parked")
+      sim.scheduleInOrder(sim.now + sim.config.hopMs, outcome === "cold" ? PARK_COLD : PARK_DRAINING, req, message);
   }
 
   /** Free slots of backend b are held for the oldest requests parked there; each one's frontend is told. */
@@ -454,7 +459,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     for (const item of held) {
       const req = itemRequest(item);
       const round = (this.flights[req] as DispatchState<number>).round;
-      this.sim.schedule(this.sim.now + this.sim.config.hopMs, READY, req, parkMessage(round, itemTarget(item), b));
+      this.sim.scheduleInOrder(this.sim.now + this.sim.config.hopMs, READY, req, parkMessage(round, itemTarget(item), b));
     }
   }
 
@@ -516,7 +521,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     for (const item of (this.slots[b] as BackendSlots<number>).evict()) {
       const req = itemRequest(item);
       const round = (this.flights[req] as DispatchState<number>).round;
-      sim.schedule(sim.now + sim.config.hopMs, PARK_COLD, req, parkMessage(round, itemTarget(item), b));
+      sim.scheduleInOrder(sim.now + sim.config.hopMs, PARK_COLD, req, parkMessage(round, itemTarget(item), b));
     }
   }
 
