@@ -37,6 +37,7 @@ import {
 } from "@infergrid/allocation";
 import { type Lognormal, lognormalMean } from "@infergrid/core";
 import {
+  type ActionSink,
   BackendMachine,
   BackendSlots,
   DISPATCH_DEFAULTS,
@@ -96,6 +97,19 @@ const REFUSALS: DispatchEvent<number>[] = REASONS.map((reason) => ({ kind: "refu
 const ARRIVED: DispatchEvent<number> = { kind: "arrived" };
 const ANSWERED: DispatchEvent<number> = { kind: "answered" };
 
+/**
+ * One dispatch step's actions, in storage kept from step to step: an array emptied with `length = 0` after every
+ * step gave up its storage, and the next step's first push allocated a new one.
+ */
+class ActionBuffer implements ActionSink<number, number> {
+  readonly items: DispatchAction<number, number>[] = [];
+  count = 0;
+
+  push(action: DispatchAction<number, number>): void {
+    this.items[this.count++] = action;
+  }
+}
+
 export interface SwayamSnapshot {
   /** n per frontend per job at the end (frontend-major). */
   n: number[][];
@@ -137,7 +151,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
   /** The view a dispatch step decides on, refilled per step (entries are backend numbers, holds too). */
   private readonly view: DispatchView<number>;
   private viewList: Int32Array = new Int32Array(0);
-  private readonly actions: DispatchAction<number, number>[] = [];
+  private readonly actions = new ActionBuffer();
   /** Best-effort jobs' loans (FaPES); undefined: none, and nothing below depends on them. */
   private readonly loans: LoanHook | undefined;
   /** Backends loaned or on their way back: out of the pool the lists are planned over. */
@@ -350,8 +364,8 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     v.pruneServiceMs = sim.config.swayam.prune === true ? this.pruneServiceMs[j] : undefined;
     const out = this.actions;
     stepDispatch(this.flights[req] as DispatchState<number>, ev, v, this.settings, out);
-    for (let i = 0; i < out.length; i++) this.act(req, j, out[i] as DispatchAction<number, number>);
-    out.length = 0;
+    for (let i = 0; i < out.count; i++) this.act(req, j, out.items[i] as DispatchAction<number, number>);
+    out.count = 0;
   }
 
   private act(req: number, j: number, a: DispatchAction<number, number>): void {

@@ -101,6 +101,14 @@ export type DispatchAction<K, H> =
   /** The request ends with this error; `code` is the rejecting backend's status for `rejected`. */
   | { readonly kind: "fail"; readonly status: DispatchFailure; readonly message: string; readonly code?: number };
 
+/**
+ * Where a step's actions go, in order: an array will do; a driver stepping millions of times keeps its own buffer
+ * (emptying an array by setting its length to 0 drops its storage, and the next push allocates another).
+ */
+export interface ActionSink<K, H> {
+  push(action: DispatchAction<K, H>): unknown;
+}
+
 export interface DispatchSettings {
   /** delta: the gap before retrying a refused request. */
   retryGapMs: number;
@@ -233,7 +241,7 @@ export function stepDispatch<K, H>(
   ev: DispatchEvent<H>,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   switch (ev.kind) {
     case "arrived":
@@ -283,7 +291,7 @@ function refused<K, H>(
   reason: DispatchRefusal,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   st.refusals += 1;
   if (reason === "cold") out.push({ kind: "warm", index: st.sendingIndex, entry: st.sendingEntry as K });
@@ -306,7 +314,7 @@ function tryNext<K, H>(
   st: DispatchState<K>,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
   gapMs: number,
 ): void {
   if (view.listLength === 0) {
@@ -362,7 +370,7 @@ function triedIn<K>(st: DispatchState<K>, view: DispatchView<K>, end: number): n
 }
 
 /** Late binding: park at `parkFanout` entries of the prefix for one window, or probe again if none can hold it. */
-function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: DispatchSettings, out: DispatchAction<K, H>[]): void {
+function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: DispatchSettings, out: ActionSink<K, H>): void {
   const now = view.now;
   if (pastSaving(st, view, now, Math.max(1, st.attempts))) {
     prune(st, view, out);
@@ -396,7 +404,7 @@ function held<K, H>(
   st: DispatchState<K>,
   ev: { readonly round: number; readonly target: number; readonly hold: H },
   view: DispatchView<K>,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   const bit = 1 << ev.target;
   if (st.phase !== "parked" || ev.round !== st.round || (st.parkOpen & bit) === 0) {
@@ -428,7 +436,7 @@ function parkEnded<K, H>(
   how: ParkEnding,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   const bit = 1 << target;
   if (st.phase !== "parked" || round !== st.round || (st.parkOpen & bit) === 0) return;
@@ -450,7 +458,7 @@ function endRound<K, H>(
   st: DispatchState<K>,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
   gapMs: number,
 ): void {
   st.tried.clear();
@@ -458,7 +466,7 @@ function endRound<K, H>(
   tryNext(st, view, settings, out, gapMs);
 }
 
-function withdrawOpen<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): void {
+function withdrawOpen<K, H>(st: DispatchState<K>, out: ActionSink<K, H>): void {
   if (st.parkOpen === 0) return;
   const entries: K[] = [];
   for (let i = 0; i < st.parkEntries.length; i++) if ((st.parkOpen & (1 << i)) !== 0) entries.push(st.parkEntries[i] as K);
@@ -498,7 +506,7 @@ function pastSaving<K>(st: DispatchState<K>, view: DispatchView<K>, at: number, 
   return view.pruneServiceMs !== undefined && isPastSaving(at, st.arrivedAt, view.pruneServiceMs, view.rtMaxMs, attempts);
 }
 
-function prune<K, H>(st: DispatchState<K>, view: DispatchView<K>, out: DispatchAction<K, H>[]): void {
+function prune<K, H>(st: DispatchState<K>, view: DispatchView<K>, out: ActionSink<K, H>): void {
   end(
     st,
     out,
@@ -507,13 +515,13 @@ function prune<K, H>(st: DispatchState<K>, view: DispatchView<K>, out: DispatchA
   );
 }
 
-function giveUp<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): void {
+function giveUp<K, H>(st: DispatchState<K>, out: ActionSink<K, H>): void {
   if (st.attempts === 0) end(st, out, "deadline-exceeded", "deadline passed before any backend was tried");
   else
     end(st, out, "unavailable", `no backend could take the request before its deadline (${st.attempts} attempts, ${st.refusals} refusals)`);
 }
 
-function end<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[], status: DispatchFailure, message: string, code?: number): void {
+function end<K, H>(st: DispatchState<K>, out: ActionSink<K, H>, status: DispatchFailure, message: string, code?: number): void {
   st.phase = "done";
   withdrawOpen(st, out);
   out.push(code === undefined ? { kind: "fail", status, message } : { kind: "fail", status, message, code });
