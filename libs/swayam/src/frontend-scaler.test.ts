@@ -1,7 +1,7 @@
 import { seededRandom } from "@infergrid/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { FrontendScaler, mergeAscending, sortAscending } from "./frontend-scaler.js";
+import { FrontendScaler, mergeAscending } from "./frontend-scaler.js";
 
 const sla = { rtMaxMs: 500, slMin: 0.99, burstFactor: 1 };
 const prior = { shape: 0.0001, loc: 0, scale: 100 }; // about 100 ms, nearly deterministic
@@ -136,22 +136,5 @@ describe("FrontendScaler: a list that mixes instance types", () => {
     expect(n(fastFirst)).toBeLessThan(n(slowFirst));
     expect(n(fastFirst)).toBeLessThanOrEqual(n());
     expect(n(slowFirst)).toBeGreaterThanOrEqual(n());
-  });
-});
-
-describe("sortAscending", () => {
-  it("orders the first count values as the typed-array sort does (-0 before 0), leaving the rest", () => {
-    const value = fc.oneof(fc.constantFrom(0, -0, 50, 50.5), fc.double({ min: 0, max: 1000, noNaN: true }));
-    fc.assert(
-      fc.property(fc.array(value, { maxLength: 80 }), fc.nat(), (xs, cut) => {
-        const count = xs.length === 0 ? 0 : cut % (xs.length + 1);
-        const buffer = Float64Array.from(xs);
-        const sorted = Array.from(sortAscending(buffer, count));
-        const expected = Array.from(Float64Array.from(xs.slice(0, count)).sort());
-        expect(sorted.map((v) => Object.is(v, -0))).toEqual(expected.map((v) => Object.is(v, -0)));
-        expect(sorted).toEqual(expected);
-        expect(Array.from(buffer.subarray(count))).toEqual(xs.slice(count));
-      }),
-    );
   });
 });

@@ -161,7 +161,8 @@ export class FrontendScaler {
       if (this.snapshot?.kind !== "empirical" || this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)) {
         const base = this.sortedSnapshot;
         const sorted =
-          (base && mergeAscending(base, sortAscending(this.added, this.addedCount), sortAscending(this.evicted, this.evictedCount))) ??
+          (base &&
+            mergeAscending(base, this.added.subarray(0, this.addedCount).sort(), this.evicted.subarray(0, this.evictedCount).sort())) ??
           Float64Array.from(this.samples).sort();
         this.sortedSnapshot = sorted;
         this.addedCount = 0;
@@ -264,29 +265,6 @@ export class FrontendScaler {
       sizing: decision.sizing,
     };
   }
-}
-
-/**
- * The first `count` values of `xs` sorted in place, ascending as Float64Array.prototype.sort orders them (-0
- * before 0; no NaN here: compute times are >= 0), returned as a view. An insertion sort: the few dozen values that
- * come and go between two snapshots took V8's typed-array sort twice as long.
- */
-export function sortAscending(xs: Float64Array, count: number): Float64Array {
-  for (let i = 1; i < count; i++) {
-    const v = xs[i] as number;
-    let j = i - 1;
-    while (j >= 0 && after(xs[j] as number, v)) {
-      xs[j + 1] = xs[j] as number;
-      j--;
-    }
-    xs[j + 1] = v;
-  }
-  return xs.subarray(0, count);
-}
-
-/** a sorts after b: greater, or 0 after -0. */
-function after(a: number, b: number): boolean {
-  return a > b || (a === 0 && b === 0 && 1 / a > 1 / b);
 }
 
 /**
