@@ -88,7 +88,9 @@ interface PreparedServiceTime {
 }
 
 interface CdfGrid {
-  values: number[];
+  /** The first `length` points' values (a typed array grown by doubling: a plain one boxed every value it took). */
+  values: Float64Array;
+  length: number;
   /** The grid has reached the bottom of S's support: every further value is 0. */
   complete: boolean;
   /**
@@ -183,8 +185,18 @@ function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid 
 
 const NO_LAST_GRID = { lastGrid: undefined, lastBudget: Number.NaN, lastCost: Number.NaN } as const;
 
+/** Points a new grid has room for: about a sizing's worth at a 6 ms probe cost. */
+const GRID_START = 128;
+
 function newGrid(p: PreparedServiceTime): CdfGrid {
-  return { values: [], complete: false, atOrBelow: p.sorted?.length ?? 0 };
+  return { values: new Float64Array(GRID_START), length: 0, complete: false, atOrBelow: p.sorted?.length ?? 0 };
+}
+
+function growGrid(grid: CdfGrid): Float64Array {
+  const values = new Float64Array(grid.values.length * 2);
+  values.set(grid.values);
+  grid.values = values;
+  return values;
 }
 
 /** F_S at x, the grid's next point (below its last): what p.cdf(x) gives, found from the grid's last count. */
@@ -267,21 +279,23 @@ function attainmentAt(
   const budget = rtMaxMs - fixedDelayMs;
   if (rho <= 0 || probeCostMs <= 0) return p.cdf(budget);
   const grid = cached ? gridFor(p, budget, probeCostMs) : newGrid(p);
-  const values = grid.values;
+  let values = grid.values;
   let total = 0;
   let weight = 1 - rho; // P(K = k)
   let tail = rho; // P(K > k), a bound on all the terms left
   for (let i = 0; i < MAX_TERMS; i++) {
-    if (i >= values.length) {
+    if (i >= grid.length) {
       if (grid.complete) break;
       const x = budget - i * probeCostMs;
       if (x < p.minMs) {
         grid.complete = true;
         break;
       }
-      values.push(nextGridValue(p, grid, x));
+      if (i === values.length) values = growGrid(grid);
+      values[i] = nextGridValue(p, grid, x);
+      grid.length = i + 1;
     }
-    total += weight * (values[i] ?? 0);
+    total += weight * (values[i] as number);
     if (tail < TAIL_EPSILON) break;
     weight *= rho;
     tail *= rho;
