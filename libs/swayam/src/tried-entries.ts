@@ -30,10 +30,16 @@ export class TriedEntries<K> {
     return this.count;
   }
 
+  /** Kept in ascending order of index, so that indicesIn finds them in order while the list stays as it was. */
   add(key: K, index: number): void {
-    this.keys[this.count] = key;
-    this.at[this.count] = index;
-    this.count++;
+    let j = this.count++;
+    while (j > 0 && (this.at[j - 1] as number) > index) {
+      this.keys[j] = this.keys[j - 1] as K;
+      this.at[j] = this.at[j - 1] as number;
+      j--;
+    }
+    this.keys[j] = key;
+    this.at[j] = index;
   }
 
   clear(): void {
@@ -66,7 +72,7 @@ export class TriedEntries<K> {
         }
       }
       if (index >= end || (list.usable !== undefined && !list.usable(index))) continue;
-      // Insertion into the ascending run (a handful of entries).
+      // Insertion into the ascending run: in place already unless the list changed under an entry.
       let j = m++;
       while (j > 0 && (found[j - 1] as number) > index) {
         found[j] = found[j - 1] as number;
