@@ -18,6 +18,9 @@ export const FIRST_MODEL_EVENT = 8;
 /** Event kinds from here on are a loan controller's (config.ts LoanHook), whichever cluster model carries it. */
 export const LOAN_EVENT = 64;
 const ARRIVAL = 1;
+/** The event queue's in-order lanes: events one hop after now, and the arrival stream (in time order by nature). */
+const HOP_LANE = 0;
+const ARRIVAL_LANE = 1;
 
 export interface ClusterModel {
   /** Schedules the model's first events (ticks, pre-warmed backends). */
@@ -160,7 +163,7 @@ export class Simulation {
 
   /** schedule, for an event a constant delay after now (a network hop): the same order, at less cost (EventQueue.pushInOrder). */
   scheduleInOrder(time: number, kind: number, a: number, b = 0): void {
-    this.queue.pushInOrder(time, kind, a, b);
+    this.queue.pushInOrder(time, kind, a, b, HOP_LANE);
   }
 
   /** A request finished, seen by its client `latencyMs` after it arrived. Frees the request. */
@@ -183,7 +186,7 @@ export class Simulation {
   private pump(): void {
     const s = this.source;
     if (!s.advance() || !(s.atMs < this.config.durationMs)) return;
-    this.queue.push(s.atMs, ARRIVAL, s.jobIndex);
+    this.queue.pushInOrder(s.atMs, ARRIVAL, s.jobIndex, 0, ARRIVAL_LANE);
   }
 
   run(progress?: (simMs: number) => void, progressEveryMs = 60_000): RunStats {
