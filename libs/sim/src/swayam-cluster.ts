@@ -735,11 +735,12 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         n = staticPrefixLength(this.minWarm[j] ?? 1, (this.planned[j] as PlannedSpec).initialBackends, list.length);
       } else {
         const prior = this.priors[j];
+        // One shape for every job (an absent prior is undefined): no spread per decision.
         const out = (this.scalers[f * this.J + j] as FrontendScaler).decide(now, {
           sla: this.slas[j] as ServiceSla,
           listLength: list.length,
           minWarm: this.minWarm[j] ?? 1,
-          ...(prior ? { serviceTimePrior: prior } : {}),
+          serviceTimePrior: prior,
         });
         n = out.n;
       }

@@ -241,9 +241,11 @@ export class FrontendScaler {
       state: this.state,
       predictedGlobalRate: globalRatePerSec,
       burstFactor: inputs.sla.burstFactor,
+      // One shape whatever is given (absent fields undefined): conditional spreads here made V8 copy the objects
+      // the slow way on every decision.
       sizing: {
         serviceTime,
-        ...(weights ? { entryWeights: weights } : {}),
+        entryWeights: weights || undefined,
         rtMaxMs: inputs.sla.rtMaxMs,
         slMin: inputs.sla.slMin,
         probeCostMs: this.opts.probeCostMs,
@@ -252,7 +254,7 @@ export class FrontendScaler {
       listLength: inputs.listLength,
       minWarm: inputs.minWarm,
       scaleInCooldownMs: this.opts.scaleInCooldownMs,
-      ...(inputs.usable ? { usable: inputs.usable } : {}),
+      usable: inputs.usable,
     });
     this.state = state;
     return {
