@@ -202,3 +202,15 @@ export interface ArrivalEvent {
   atMs: number;
   job: number;
 }
+
+/**
+ * Arrivals in time order, one at a time in the fields (libs/workload ArrivalCursor is one): what the engine pulls
+ * without an object per arrival. An Iterator<ArrivalEvent> will also do (engine.ts wraps it).
+ */
+export interface ArrivalFeed {
+  /** Moves to the next arrival; false when there is none. */
+  advance(): boolean;
+  readonly atMs: number;
+  /** The arrival's job: its index in SimConfig.jobs. */
+  readonly jobIndex: number;
+}
