@@ -10,7 +10,16 @@ import { z } from "zod";
 import { readMeasuredRow } from "./profiles.js";
 import { cutSlice, type Experiment, formatIssues, loadScenario, readScenarioData, ScenarioError } from "./scenario.js";
 
-export const FAPES_POLICIES = ["no-loan", "dedicated", "one-way-random", "fapes", "infergrid", "infergrid-in-use"] as const;
+export const FAPES_POLICIES = [
+  "no-loan",
+  "dedicated",
+  "one-way-random",
+  "fapes",
+  "infergrid",
+  "infergrid-shares",
+  "infergrid-headroom",
+  "infergrid-in-use",
+] as const;
 export type FapesPolicy = (typeof FAPES_POLICIES)[number];
 
 /**
