@@ -80,7 +80,7 @@ class RecentRates {
   private readonly buckets: number;
 
   constructor(
-    private readonly jobs: number,
+    jobs: number,
     private readonly spanMs: number,
   ) {
     this.buckets = Math.max(1, Math.ceil(spanMs / 1000));

@@ -16,6 +16,7 @@ export const FAPES_POLICIES = [
   "one-way-random",
   "fapes",
   "infergrid",
+  "infergrid-random",
   "infergrid-shares",
   "infergrid-headroom",
   "infergrid-in-use",
