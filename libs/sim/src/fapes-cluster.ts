@@ -279,8 +279,16 @@ export class FapesLoans implements LoanHook {
     this.rates?.arrival(job, now);
   }
 
+  /** The shares raised to the floors while jobs borrow (as the allocator's LoanManager.floors); the plan's otherwise. */
   planShares(shares: ReadonlyMap<string, ServiceShare>): ReadonlyMap<string, ServiceShare> {
-    return this.floors ? withFloors(shares, this.floors.floors) : shares;
+    return this.floors && this.borrowing() ? withFloors(shares, this.floors.floors) : shares;
+  }
+
+  /** A backend is loaned or on its way back, or a job that arrived is not done. */
+  private borrowing(): boolean {
+    for (let b = 0; b < this.owner.length; b++) if ((this.owner[b] as number) >= 0 || this.phase[b] === RETURNING) return true;
+    for (let i = 0; i < this.arrivedJobs; i++) if ((this.jobs[i] as JobState).doneAtMs === undefined) return true;
+    return false;
   }
 
   onSlowTick(now: number, demand: number | undefined, shares?: ReadonlyMap<string, ServiceShare>): void {
