@@ -137,7 +137,7 @@ describe("the allocator's loans", () => {
       services,
     });
     // No job: no floors, the lists follow the plan alone.
-    await loans.step(500, view([svc("s", 2, 24), svc("t", 1, 0)]));
+    await loans.step(500, view([svc("s", 2, 0), svc("t", 1, 0)]));
     expect(loans.floors().size).toBe(0);
     await loans.submit(spec("a", { maxBackends: 8 }), 0);
     // A service the plan has not reached yet: nothing is lent.
