@@ -57,14 +57,36 @@ describe("ServiceFloors", () => {
 });
 
 describe("withFloors", () => {
-  it("raises each share to its floor and keeps the rest of the share's fields", () => {
-    const shares = new Map([
-      ["a", { share: 3, minWarm: 1 }],
-      ["b", { share: 6, minWarm: 2 }],
-    ]);
-    const out = withFloors(shares, new Map([["a", 5]]));
+  const shares = new Map([
+    ["a", { share: 3, minWarm: 1 }],
+    ["b", { share: 6, minWarm: 2 }],
+    ["c", { share: 2, minWarm: 1 }],
+  ]);
+
+  it("raises each share to its floor out of the leftover pool and keeps the rest of the share's fields", () => {
+    const out = withFloors(shares, new Map([["a", 5]]), 20);
     expect(out.get("a")).toEqual({ share: 5, minWarm: 1 });
     expect(out.get("b")).toEqual({ share: 6, minWarm: 2 });
     expect(shares.get("a")?.share).toBe(3);
+  });
+
+  it("never takes from another service's share: a short leftover goes to the largest gaps first", () => {
+    // Shares 11 of a pool of 13: 2 to give, a is 3 short, c 1 short: a gets the first, then a and c tie at 1
+    // short each and the name decides.
+    const out = withFloors(
+      shares,
+      new Map([
+        ["a", 6],
+        ["c", 3],
+      ]),
+      13,
+    );
+    expect([...out].map(([n, s]) => [n, s.share])).toEqual([
+      ["a", 5],
+      ["b", 6],
+      ["c", 2],
+    ]);
+    // A pool the shares fill: nothing is raised.
+    expect(withFloors(shares, new Map([["a", 9]]), 11).get("a")?.share).toBe(3);
   });
 });

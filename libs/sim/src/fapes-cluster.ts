@@ -223,7 +223,8 @@ export class FapesLoans implements LoanHook {
     this.gen = new Int32Array(n);
     this.random = seededRandom(sim.config.seed * 7919 + 13);
     const floors = mode.kind === "loan" && mode.need === "floors";
-    // Under floors the hold is per service (ServiceFloors), not on the total.
+    // Under floors the hold is per service (ServiceFloors), not on the total: holding the total instead let a
+    // service's lull lend its backends (fapes-48 seed 1: 0.050 % violations against 0.041 %).
     this.hold = new PeakWindow(mode.kind === "loan" && !floors ? (mode.holdMs ?? 0) : 0);
     this.floors = floors ? new ServiceFloors(mode.kind === "loan" ? (mode.holdMs ?? 0) : 0) : undefined;
     // The rate over one reclaim lead time (grace plus a cold start), as the allocator reads it.
@@ -281,7 +282,10 @@ export class FapesLoans implements LoanHook {
 
   /** The shares raised to the floors while jobs borrow (as the allocator's LoanManager.floors); the plan's otherwise. */
   planShares(shares: ReadonlyMap<string, ServiceShare>): ReadonlyMap<string, ServiceShare> {
-    return this.floors && this.borrowing() ? withFloors(shares, this.floors.floors) : shares;
+    if (!this.floors || !this.borrowing()) return shares;
+    let withheld = 0;
+    for (let b = 0; b < this.owner.length; b++) if ((this.owner[b] as number) >= 0 || this.phase[b] === RETURNING) withheld++;
+    return withFloors(shares, this.floors.floors, this.cluster.backendCount - withheld);
   }
 
   /** A backend is loaned or on its way back, or a job that arrived is not done. */

@@ -1,4 +1,4 @@
-import { rateNeed } from "@infergrid/fapes";
+import { FLOORS_SPARE, rateNeed } from "@infergrid/fapes";
 import { backend, control } from "@infergrid/proto";
 import { createLogger, GrpcStatusError } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
@@ -143,9 +143,9 @@ describe("the allocator's loans", () => {
     // A service the plan has not reached yet: nothing is lent.
     await loans.step(1_000, view([svc("s", 2, 0), svc("t", undefined, 0)]));
     expect(loans.held().size).toBe(0);
-    // Floors 2 + 1, one spare: 8 - 3 - 1 = 4 lent.
+    // Floors 2 + 1 and the spare: 8 - 3 - FLOORS_SPARE lent.
     await loans.step(2_000, view([svc("s", 2, 0), svc("t", 1, 0)]));
-    expect(loans.get("a").backends).toHaveLength(4);
+    expect(loans.get("a").backends).toHaveLength(8 - 3 - FLOORS_SPARE);
     expect(loans.floors()).toEqual(
       new Map([
         ["s", 2],
@@ -159,7 +159,8 @@ describe("the allocator's loans", () => {
     await loans.step(4_000, view([svc("s", 2, 24), svc("t", 1, 0)]));
     expect(loans.floors().get("s")).toBe(burst);
     expect(loans.inferenceNeed()).toBe(burst + 1);
-    expect(loans.get("a").backends).toHaveLength(Math.min(4, 8 - burst - 1));
+    // Taken back down to what is left beyond the need (not the need plus the spare).
+    expect(loans.get("a").backends).toHaveLength(8 - burst - 1);
     expect(loans.get("a").preemptions).toBe(1);
     // The rate falls: the floor holds for the window, so nothing is lent again yet.
     await loans.step(6_000, view([svc("s", 2, 1), svc("t", 1, 0)]));

@@ -134,7 +134,7 @@ export class SharePlanner {
 
   /** The same with each share raised to a floor (the loans' per-service floors, libs/fapes withFloors). */
   policyWithFloors(floors: ReadonlyMap<string, number>): AllocationPolicy {
-    return (input) => shareAllocationPolicy(withFloors(this.controller.shares, floors))(input);
+    return (input) => shareAllocationPolicy(withFloors(this.controller.shares, floors, input.poolSize))(input);
   }
 
   /** What the plan says of a service, for the published AllocationPlan. */
