@@ -191,7 +191,7 @@ export const allocatorConfig = z.object({
     .enum(["auto", "floors", "plan-headroom", "plan-in-use-headroom", "plan"])
     .default("auto")
     .describe(
-      "what inference keeps before lending: per service, the larger of its share and what its reported rate needs, held --loan-hold-ms on a fall, with one spare (floors: auto with --policy faro, whose plan follows the load); its plan plus the learned headroom; the larger of its plan and the backends it uses, plus the headroom (auto with --policy static, whose plan does not); or the plan alone (FaPES)",
+      "what inference keeps before lending: per service, the larger of its share and what its reported rate needs, held --loan-hold-ms on a fall, with 2 spare (floors: auto with --policy faro, whose plan follows the load); its plan plus the learned headroom; the larger of its plan and the backends it uses, plus the headroom (auto with --policy static, whose plan does not); or the plan alone (FaPES)",
     ),
   loanReclaim: z
     .enum(["fewest-preemptions", "fapes-greedy", "random"])
