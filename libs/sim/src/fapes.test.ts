@@ -49,6 +49,17 @@ describe("fapes scenarios", () => {
     expect(problemsOf({}, { policies: ["fapes", "greedy"] }).join("\n")).toMatch(/^policies\[1\]:/m);
     expect(problemsOf({ minBackends: 3 }).join("\n")).toMatch(/^jobs\.minBackends: 3 is above jobs\.maxBackends 2/m);
     expect(problemsOf({}, { inference: { scenario: "nowhere.yaml" } }).join("\n")).toMatch(/^inference\.scenario:/m);
+    expect(problemsOf({}, { inference: { scenario: join(scenariosDir(), "smoke.yaml"), capacity: 0 } }).join("\n")).toMatch(
+      /^inference\.capacity:/m,
+    );
+  });
+
+  it("runs the inference on another capacity when asked", () => {
+    const tight = loadFapesScenario(scenarioFile("fapes-azure-d08-28") as string, defaultProfilesDir());
+    const full = loadFapesScenario(scenarioFile("fapes-azure-d08") as string, defaultProfilesDir());
+    expect(tight.inference.capacity).toBe(28);
+    expect(full.inference.capacity).toBe(100);
+    expect(tight.inference.trace).toEqual(full.inference.trace);
   });
 
   it("draws the same job stream for a seed, whatever the policy", () => {
