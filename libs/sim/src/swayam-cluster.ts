@@ -282,6 +282,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     this.rr[j] = f + 1;
     r.frontend[req] = f;
     this.predictor?.arrival(j, sim.now);
+    this.loans?.arrival?.(j, sim.now);
     (this.scalers[f * this.J + j] as FrontendScaler).recordArrival(sim.now);
     this.flights[req] = newDispatch(sim.now, sim.now + sim.config.dropAfterMs, this.flights[req]);
     this.step(req, ARRIVED);
@@ -596,13 +597,14 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     return n;
   }
 
-  lendCandidates(past: "prefix" | "share"): number[] {
+  lendCandidates(past: "prefix" | "share", floors?: ReadonlyMap<string, number>): number[] {
     const out: number[] = [];
     for (let b = 0; b < this.backends.length; b++) if (this.backendJob[b] === -1 && this.withheld[b] === 0 && !this.inUse(b)) out.push(b);
     const shares = this.controller?.shares;
     const keep = (j: number) => {
       const share = shares?.get(this.names[j] as string)?.share;
-      return past === "share" && share !== undefined ? share : this.widestPrefix(j);
+      const kept = past === "share" && share !== undefined ? share : this.widestPrefix(j);
+      return Math.max(kept, floors?.get(this.names[j] as string) ?? 0);
     };
     // Entries past what is kept, cold or warm and idle, from the tails, round-robin over the lists so that no one
     // list is emptied before the others are trimmed.
@@ -653,7 +655,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     const shares = this.controller?.shares;
     this.applyPlan(
       shares !== undefined && shares.size > 0
-        ? shareAllocationPolicy(shares)(this.allocationInput())
+        ? shareAllocationPolicy(this.loans?.planShares?.(shares) ?? shares)(this.allocationInput())
         : this.sim.config.swayam.allocate(this.allocationInput()),
     );
   }
@@ -717,9 +719,10 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         demand = 0;
         for (const s of outcome.shares.values()) demand += s.share;
       }
-      this.loans.onSlowTick(now, demand);
+      this.loans.onSlowTick(now, demand, outcome.ok ? outcome.shares : undefined);
     }
-    if (outcome.ok) this.applyPlan(shareAllocationPolicy(outcome.shares)(this.allocationInput()));
+    if (outcome.ok)
+      this.applyPlan(shareAllocationPolicy(this.loans?.planShares?.(outcome.shares) ?? outcome.shares)(this.allocationInput()));
     const next = now + loop.tickMs;
     if (next < sim.config.durationMs) sim.schedule(next, SLOW, 0);
   }
