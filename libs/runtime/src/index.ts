@@ -11,6 +11,7 @@ export * from "./logger.js";
 export * from "./metrics.js";
 export * from "./multiplex.js";
 export * from "./nats.js";
+export * from "./node-flags.js";
 export * from "./peer-identity.js";
 export * from "./security.js";
 export * from "./service.js";
