@@ -13,6 +13,7 @@ export import backend = infergrid.backend.v1;
 export import control = infergrid.control.v1;
 export import admin = infergrid.admin.v1;
 export import consoleView = infergrid.console.v1;
+export import rpc = infergrid.rpc.v1;
 
 /** The static half of a generated message class: all that encoding and decoding need. */
 export interface MessageType<T, P = unknown> {
@@ -89,6 +90,25 @@ export const AllocatorAdminDefinition = {
   GetJob: unary(adminPath, "GetJob", admin.GetJobRequest, control.BestEffortJob),
   ListJobs: unary(adminPath, "ListJobs", admin.ListJobsRequest, admin.ListJobsReply),
   CancelJob: unary(adminPath, "CancelJob", admin.CancelJobRequest, control.BestEffortJob),
+} satisfies ServiceDefinition;
+
+/** A view of encoded bytes as a Buffer, without copying (protobufjs already writes Buffers in Node). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Unary calls multiplexed over one stream per peer (multiplex.proto; runtime's multiplex.ts). */
+export const MultiplexDefinition = {
+  Calls: {
+    path: "/infergrid.rpc.v1.Multiplex/Calls",
+    requestStream: true,
+    responseStream: true,
+    originalName: "calls",
+    requestSerialize: (m: rpc.ICall) => asBuffer(rpc.Call.encode(m).finish()),
+    requestDeserialize: (b: Buffer) => rpc.Call.decode(b),
+    responseSerialize: (m: rpc.IOutcome) => asBuffer(rpc.Outcome.encode(m).finish()),
+    responseDeserialize: (b: Buffer) => rpc.Outcome.decode(b),
+  },
 } satisfies ServiceDefinition;
 
 /** Request and response property types of a method definition. */

@@ -71,6 +71,42 @@ describe("routed messages: tensors forwarded as the bytes they came as", () => {
     );
   });
 
+  it("as chunks, a routed message is the same bytes, each large tensor a view of the bytes it came as", () => {
+    // Tensors up to 8,000 values: some over the 16 KiB from which chunks() leaves a field where it is.
+    const big = fc.record({
+      dims: fc.constant(1).map((n) => [n]),
+      data: fc.array(fc.float({ noNaN: true }), { minLength: 0, maxLength: 8_000 }),
+    });
+    const bigRequest = fc.record({
+      service: fc.stringMatching(/^[a-z][a-z0-9-]{0,10}$/),
+      requestId: fc.string({ maxLength: 12 }),
+      deadlineUnixMs: fc.integer({ min: 0, max: 2 ** 45 }),
+      inputs: fc.dictionary(fc.string({ minLength: 1, maxLength: 6 }), big, { maxKeys: 3 }),
+    });
+    fc.assert(
+      fc.property(bigRequest, fc.integer({ min: 0, max: 9 }), (req, attempt) => {
+        const received = inference.InferRequest.encode(req).finish();
+        const routed = decodeRoutedInfer(received);
+        const whole = encodeRoutedInfer(routed);
+        const chunks = encodeRoutedInfer.chunks(routed);
+        expect(Buffer.concat(chunks).equals(whole)).toBe(true);
+        // Every chunk of 16 KiB or more is an input as it arrived: a view into the received bytes, not a copy.
+        for (const c of chunks) if (c.length >= 16 * 1024) expect(c.buffer).toBe(received.buffer);
+        const exec = {
+          service: routed.service,
+          requestId: routed.requestId,
+          frontendId: "fe-1",
+          inputs: routed.inputs,
+          attempt,
+          holdId: "",
+          deadlineUnixMs: req.deadlineUnixMs,
+        };
+        expect(Buffer.concat(encodeRoutedExecute.chunks(exec)).equals(encodeRoutedExecute(exec))).toBe(true);
+      }),
+      { numRuns: 60 },
+    );
+  });
+
   it("ExecuteReply -> frontend -> InferResponse keeps the outputs and reads status, report and compute time", () => {
     fc.assert(
       fc.property(inputs, fc.double({ min: 0, max: 1e4, noNaN: true }), (outputs, computeMs) => {

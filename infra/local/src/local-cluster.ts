@@ -2,7 +2,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { NatsRole } from "@infergrid/control-plane";
 import type { RestartBackoffOptions } from "@infergrid/core";
-import type { grpc, NatsOptions } from "@infergrid/runtime";
+import { type grpc, type NatsOptions, SERVICE_NODE_FLAGS } from "@infergrid/runtime";
 import {
   CLI_ADMIN_ID,
   CLI_CLIENT_ID,
@@ -271,7 +271,7 @@ export async function startCluster(
     const spawn: SpawnOptions & { readyTimeoutMs: number } = {
       name,
       command: process.execPath,
-      args: [serviceEntry(service)],
+      args: [...SERVICE_NODE_FLAGS, serviceEntry(service)],
       env,
       logDir: shape.runDir,
       readyTimeoutMs: 60_000,

@@ -9,7 +9,8 @@ import { HEARTBEAT_MAX_SKEW_MS, HeartbeatSigner, HeartbeatVerifier } from "./hea
 /** Real certificates (openssl, a throwaway CA per run): the checks a heartbeat must pass under --signed-heartbeats. */
 const dir = mkdtempSync(join(tmpdir(), "ig-hb-sig-"));
 const pem = (name: string) => readFileSync(join(dir, name));
-const NOW = Date.now();
+/** Set once the certificates exist: they are valid from the second they were issued. */
+let NOW = 0;
 
 beforeAll(() => {
   makeCa(dir, "ca");
@@ -20,6 +21,7 @@ beforeAll(() => {
   makeCert(dir, "rogue", "other-ca", "URI:spiffe://infergrid/frontend/frontend-0");
   makeCert(dir, "anonymous", "ca", "DNS:frontend");
   makeCert(dir, "rotated", "next-ca", "URI:spiffe://infergrid/frontend/frontend-0");
+  NOW = Date.now();
 });
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -81,7 +81,9 @@ export class HeartbeatVerifier {
     const cert = this.certificate(der);
     if (typeof cert === "string") return cert;
     const now = this.now();
-    if (now < cert.validFrom || now > cert.validTo) return "its certificate is not valid now";
+    // The same skew as for send times: a certificate issued a moment ago on a node whose clock runs ahead is good.
+    if (now < cert.validFrom - HEARTBEAT_MAX_SKEW_MS || now > cert.validTo + HEARTBEAT_MAX_SKEW_MS)
+      return "its certificate is not valid now";
     const role = roleNameOf(hb.role);
     if (cert.role !== role || cert.id !== hb.id)
       return `signed by ${cert.role}/${cert.id}, but speaks for ${role ?? "an unknown role"}/${hb.id}`;

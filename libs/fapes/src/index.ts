@@ -1,3 +1,4 @@
+export * from "./floors.js";
 export * from "./grace.js";
 export * from "./headroom.js";
 export * from "./loan-plan.js";

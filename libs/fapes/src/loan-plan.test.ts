@@ -50,6 +50,22 @@ describe("loaning", () => {
     expect(d.inferencePool).toBe(4);
   });
 
+  it("keeps `spare` backends beyond the need before lending, and reclaims only below the need", () => {
+    const jobs = [job("a")];
+    const loan = (id: string) => ({ id, jobs: ["a"] });
+    // 10 live, need 6, spare 1: 3 lent, not 4.
+    const lent = planLoans({ ...base, spare: 1, free: ["f1", "f2", "f3", "f4"], jobs }, settings);
+    expect(lent.loans.map((l) => l.backend)).toEqual(["f1", "f2", "f3"]);
+    expect(lent.inferencePool).toBe(7);
+    // With 4 on loan the need rising to 6 takes nothing back (the spare absorbs it), nor is more lent...
+    const held = planLoans({ ...base, spare: 1, loans: ["l1", "l2", "l3", "l4"].map(loan), free: ["f1"], jobs }, settings);
+    expect(held.reclaim.servers).toEqual([]);
+    expect(held.loans).toEqual([]);
+    // ...and a need of 7 takes back exactly one: the need, not the need plus the spare.
+    const back = planLoans({ ...base, inferenceNeed: 7, spare: 1, loans: ["l1", "l2", "l3", "l4"].map(loan), jobs }, settings);
+    expect(back.reclaim.servers).toHaveLength(1);
+  });
+
   it("starts a job only with its minimum; a smaller one behind it may start", () => {
     const d = planLoans(
       { ...base, free: ["f1", "f2", "f3"], jobs: [job("big", { minBackends: 4 }), job("small", { submittedAtMs: 1, maxBackends: 1 })] },

@@ -38,6 +38,12 @@ export interface LoanInput {
   /** Backends in no list and not loaned, in the order to loan them. */
   readonly free: readonly string[];
   readonly jobs: readonly LoanJob[];
+  /**
+   * Backends left beyond the need before anything new is lent (default 0). Loans are taken back only when the
+   * need exceeds what inference holds, so a rise of the need by up to `spare` is met by a backend inference
+   * already holds, not by a preemption, and a fall by as much lends nothing (FLOORS_SPARE).
+   */
+  readonly spare?: number;
 }
 
 export interface LoanSettings {
@@ -66,14 +72,25 @@ export interface LoanDecision {
  * beyond its inference jobs' min_scale). `plan-headroom` (the default with a slow loop that plans from the load):
  * the plan plus the learned headroom. `plan-in-use-headroom` (the default with a static split, whose plan does not
  * follow the load): the larger of the plan and the backends inference uses now, plus the headroom, so that the
- * fast loop's burst room is lent only where it is not used.
+ * fast loop's burst room is lent only where it is not used. `floors` (this system's default with a slow loop): the
+ * sum of the per-service floors (floors.ts), passed as `plan`; the lists are planned with the shares raised to
+ * them and FLOORS_SPARE backends of hysteresis (LoanInput.spare).
  */
-export type NeedRule = "plan" | "plan-headroom" | "plan-in-use-headroom";
+export type NeedRule = "floors" | "plan" | "plan-headroom" | "plan-in-use-headroom";
 
-export const NEED_RULES: readonly NeedRule[] = ["plan", "plan-headroom", "plan-in-use-headroom"];
+export const NEED_RULES: readonly NeedRule[] = ["floors", "plan", "plan-headroom", "plan-in-use-headroom"];
+
+/**
+ * The spare backends of hysteresis the `floors` rule keeps (LoanInput.spare). Chosen on fapes-48 (seed 1: spare 0,
+ * 1, 2 gave 136, 83, 47 preemptions at 0.044, 0.041, 0.042 % violations and 55.2, 54.2, 53.5 % busy
+ * utilisation): Faro's re-solves every 5 minutes move a few backends between services, and the per-service hold
+ * keeps the service that lost them at its floor, so each re-solve raises the floors' sum by a backend or two.
+ */
+export const FLOORS_SPARE = 2;
 
 export function inferenceNeed(rule: NeedRule, plan: number, inUse: number, headroom: number): number {
   switch (rule) {
+    case "floors":
     case "plan":
       return plan;
     case "plan-headroom":
@@ -105,7 +122,7 @@ export function planLoans(input: LoanInput, settings: LoanSettings): LoanDecisio
   const reclaimed = new Set(reclaim.servers);
   const stay = kept.filter((l) => !reclaimed.has(l.id));
   const loans: { backend: string; job: string }[] = [];
-  let room = lendable - stay.length;
+  let room = lendable - stay.length - Math.max(0, input.spare ?? 0);
   const free = [...input.free, ...released];
   let next = 0;
   let unmet = 0;

@@ -39,6 +39,11 @@ describe("planForecast", () => {
     expect(planForecast(q, { kind: "quantile", q: 0.6 })).toEqual([12.5]);
     expect(planForecast(q, { kind: "quantile", q: 0.1 })).toEqual([10]);
     expect(planForecast(q, { kind: "max" })).toEqual([20]);
+    // Levels out of order read as in order; equal levels keep their order (the later one wins past them).
+    const shuffled: ServiceForecast = { kind: "quantiles", levels: [0.9, 0.5, 0.6, 0.6], values: [[20, 10, 11, 13]] };
+    expect(planForecast(shuffled, { kind: "quantile", q: 0.75 })).toEqual([13 + (7 * 0.15) / 0.3]);
+    expect(planForecast(shuffled, { kind: "quantile", q: 0.6 })).toEqual([11]);
+    expect(planForecast(shuffled, { kind: "quantile", q: 0.55 })).toEqual([10.5]);
   });
 });
 

@@ -186,14 +186,30 @@ export function planForecast(forecast: ServiceForecast, plan: ForecastPlan): num
 /** Linear interpolation between the given quantile levels (clamped at the ends). */
 function interpolateQuantile(levels: readonly number[], values: readonly number[], q: number): number {
   if (!(q >= 0 && q <= 1)) throw new RangeError(`quantile must be in [0, 1], got ${q}`);
-  const order = levels.map((l, i) => ({ l, v: values[i]! })).sort((a, b) => a.l - b.l);
-  if (q <= order[0]!.l) return order[0]!.v;
-  for (let i = 1; i < order.length; i++) {
-    const a = order[i - 1]!;
-    const b = order[i]!;
-    if (q <= b.l) return b.l === a.l ? b.v : a.v + ((b.v - a.v) * (q - a.l)) / (b.l - a.l);
+  // Levels arrive in order (the predictor publishes them so): sorting them anyway cost a sort and an object per
+  // level for every step of every forecast at every slow-loop tick. The sort is stable, so in-order levels are
+  // read exactly as sorted ones.
+  let ordered = true;
+  for (let i = 1; i < levels.length && ordered; i++) ordered = levels[i - 1]! <= levels[i]!;
+  if (!ordered) {
+    const order = levels.map((l, i) => ({ l, v: values[i]! })).sort((a, b) => a.l - b.l);
+    return interpolateOrdered(
+      order.map((o) => o.l),
+      order.map((o) => o.v),
+      q,
+    );
   }
-  return order[order.length - 1]!.v;
+  return interpolateOrdered(levels, values, q);
+}
+
+function interpolateOrdered(levels: readonly number[], values: readonly number[], q: number): number {
+  if (q <= levels[0]!) return values[0]!;
+  for (let i = 1; i < levels.length; i++) {
+    const al = levels[i - 1]!;
+    const bl = levels[i]!;
+    if (q <= bl) return bl === al ? values[i]! : values[i - 1]! + ((values[i]! - values[i - 1]!) * (q - al)) / (bl - al);
+  }
+  return values[levels.length - 1]!;
 }
 
 function problemFor(

@@ -14,7 +14,7 @@
 import { type Random, seededRandom } from "@infergrid/core";
 import { HoltForecaster, type HoltOptions, LastValueForecaster } from "./baselines.js";
 import { cleanCount, meanPinball, type ProbabilisticForecast, type ProbabilisticForecaster } from "./forecaster.js";
-import { type NHitsConfig, NHitsNetwork } from "./nhits.js";
+import { type NHitsConfig, NHitsNetwork, type TrainingWindow } from "./nhits.js";
 import { BinHistory } from "./series.js";
 
 export interface NHitsForecasterOptions {
@@ -76,6 +76,9 @@ export class NHitsForecaster implements ProbabilisticForecaster {
   private guardModel = 0;
   private guardHolt = 0;
   private guardBins = 0;
+  /** The network's forecast after the latest bin (the weights and the window do not change until the next). */
+  private latestModel: ProbabilisticForecast | undefined;
+  private readonly batch: TrainingWindow[] = [];
 
   constructor(options: NHitsForecasterOptions = {}) {
     const { network, holt, ...rest } = options;
@@ -111,7 +114,8 @@ export class NHitsForecaster implements ProbabilisticForecaster {
     this.lastValue.observe(y);
     this.holt.observe(y);
     this.train();
-    this.pendingModel.push(this.history.length >= this.options.inputSize ? this.modelForecast() : undefined);
+    this.latestModel = this.history.length >= this.options.inputSize ? this.runModel() : undefined;
+    this.pendingModel.push(this.latestModel);
     this.pendingHolt.push(this.holt.forecast());
     if (this.pendingModel.length > this.options.steps) this.pendingModel.shift();
     if (this.pendingHolt.length > this.options.steps) this.pendingHolt.shift();
@@ -129,7 +133,13 @@ export class NHitsForecaster implements ProbabilisticForecaster {
     return this.history.length >= this.options.inputSize ? this.modelForecast() : this.lastValue.forecast();
   }
 
+  /** The network's forecast: computed once per bin (observe), handed out as a copy the guard's record cannot be changed through. */
   private modelForecast(): ProbabilisticForecast {
+    const f = this.latestModel ?? this.runModel();
+    return { model: f.model, mean: [...f.mean], std: [...f.std] };
+  }
+
+  private runModel(): ProbabilisticForecast {
     const { mean, std } = this.network.predict(this.history.tail(this.options.inputSize));
     const floor = this.options.poissonFloor;
     return { model: "nhits", mean, std: std.map((s, i) => Math.max(s, floor ? Math.sqrt(mean[i] ?? 0) : 0)) };
@@ -161,19 +171,21 @@ export class NHitsForecaster implements ProbabilisticForecaster {
     const span = inputSize + steps;
     const windows = this.history.length - span + 1;
     if (windows < 1) return;
-    const windowAt = (start: number) => {
-      const input = new Float64Array(inputSize);
-      const target = new Float64Array(steps);
+    // The batch's windows are refilled in place, bin after bin (the network reads them within trainStep).
+    const size = Math.max(1, batchSize);
+    while (this.batch.length < size) this.batch.push({ input: new Float64Array(inputSize), target: new Float64Array(steps) });
+    const fill = (w: TrainingWindow, start: number) => {
+      const input = w.input as Float64Array;
+      const target = w.target as Float64Array;
       for (let i = 0; i < inputSize; i++) input[i] = this.history.at(start + i);
       for (let h = 0; h < steps; h++) target[h] = this.history.at(start + inputSize + h);
-      return { input, target };
     };
     for (let s = 0; s < stepsPerBin; s++) {
       // The newest complete window always, so the network keeps up with the latest pattern; the
       // rest drawn from the remembered history, so it does not forget the older ones.
-      const batch = [windowAt(windows - 1)];
-      while (batch.length < batchSize) batch.push(windowAt(Math.floor(this.random.uniform() * windows)));
-      this.network.trainStep(batch, learningRate);
+      fill(this.batch[0] as TrainingWindow, windows - 1);
+      for (let b = 1; b < size; b++) fill(this.batch[b] as TrainingWindow, Math.floor(this.random.uniform() * windows));
+      this.network.trainStep(this.batch, learningRate);
       this.trainSteps++;
     }
   }

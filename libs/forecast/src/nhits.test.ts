@@ -116,6 +116,16 @@ describe("NHitsForecaster", () => {
     expect(run(9).mean).not.toEqual(run(10).mean);
   });
 
+  it("hands out the forecast of the latest bin as computed then, in copies a caller may change", () => {
+    const f = new NHitsForecaster({ ...FAST, minTrainSteps: 5 });
+    for (let t = 0; t < 40; t++) f.observe(100 + 30 * Math.sin(t / 3) + (t % 7));
+    const first = f.rawForecast();
+    const fresh = f.network.predict([...Array(15)].map((_, i) => 100 + 30 * Math.sin((25 + i) / 3) + ((25 + i) % 7)));
+    expect(first.mean).toEqual(fresh.mean);
+    first.mean[0] = -1;
+    expect(f.rawForecast().mean[0]).toBe(fresh.mean[0]);
+  });
+
   it("fallback ladder: last value below 15 bins, Holt until trained, then the network", () => {
     const f = new NHitsForecaster({ ...FAST, minTrainSteps: 20 });
     const series = Array.from({ length: 100 }, (_, t) => 100 + 60 * Math.sin((2 * Math.PI * t) / 10));

@@ -74,7 +74,11 @@ interface Block {
   interp: Float64Array;
 }
 
-/** Per-sample activations kept for the backward pass. */
+/**
+ * One sample's activations, kept for the backward pass, and every other buffer a pass needs. Samples are run one
+ * at a time, so one set per network serves them all: a training step allocated a few hundred small typed arrays
+ * per batch before, which the simulator's garbage collector paid for (arrays past 64 bytes live outside V8's heap).
+ */
 interface Trace {
   /** Pooled input, argmax positions, and each layer's post-activation output, per block. */
   pooled: Float64Array[];
@@ -84,6 +88,18 @@ interface Trace {
   preScale: Float64Array;
   mu: Float64Array;
   sigma: Float64Array;
+  /** The forward pass's residual input and per-step sums. */
+  residual: Float64Array;
+  meanSum: Float64Array;
+  scaleSum: Float64Array;
+  /** A normalised input window, and the loss's gradient with respect to mu and the pre-softplus scale. */
+  x: Float64Array;
+  dMu: Float64Array;
+  dPre: Float64Array;
+  /** Backward: the gradient with respect to the residual, each block's output and each layer's input. */
+  dResidual: Float64Array;
+  dTheta: Float64Array[];
+  dInputs: Float64Array[][];
 }
 
 const softplus = (x: number) => (x > 30 ? x : Math.log1p(Math.exp(x)));
@@ -106,6 +122,16 @@ function interpolationMatrix(horizon: number, knots: number): Float64Array {
   return m;
 }
 
+/**
+ * Its own function, not a loop inside trainStep: V8 compiled trainStep on-stack in that loop before the lines
+ * after it had run, and deoptimised it there on a third of the calls of a simulated run.
+ */
+function sumOfSquares(xs: Float64Array): number {
+  let sum = 0;
+  for (let j = 0; j < xs.length; j++) sum += xs[j]! * xs[j]!;
+  return sum;
+}
+
 export class NHitsNetwork {
   readonly config: NHitsConfig;
   readonly params: Float64Array;
@@ -116,6 +142,7 @@ export class NHitsNetwork {
   /** Offset of the global scale bias (sets the untrained network's spread). */
   private readonly scaleBias: number;
   private adamSteps = 0;
+  private readonly work: Trace;
 
   constructor(config: Partial<NHitsConfig>, random: Random) {
     this.config = { ...NHITS_DEFAULTS, ...config };
@@ -153,30 +180,42 @@ export class NHitsNetwork {
     }
     // softplus(-1.05) = 0.3: an untrained forecast is +-30 % of the level.
     this.params[this.scaleBias] = -1.05;
+    this.work = {
+      pooled: this.blocks.map((b) => new Float64Array(b.pooled)),
+      argmax: this.blocks.map((b) => new Int32Array(b.pooled)),
+      acts: this.blocks.map((b) => b.layers.map((l) => new Float64Array(l.outSize))),
+      preScale: new Float64Array(horizon),
+      mu: new Float64Array(horizon),
+      sigma: new Float64Array(horizon),
+      residual: new Float64Array(inputSize),
+      meanSum: new Float64Array(horizon),
+      scaleSum: new Float64Array(horizon),
+      x: new Float64Array(inputSize),
+      dMu: new Float64Array(horizon),
+      dPre: new Float64Array(horizon),
+      dResidual: new Float64Array(inputSize),
+      dTheta: this.blocks.map((b) => new Float64Array(b.layers[b.layers.length - 1]?.outSize ?? 0)),
+      dInputs: this.blocks.map((b) => b.layers.map((l) => new Float64Array(l.inSize))),
+    };
   }
 
   get parameterCount(): number {
     return this.params.length;
   }
 
-  /** Normalised forward pass. `x` is the normalised input window; returns the trace. */
+  /** Normalised forward pass of `x` (the normalised input window) into the network's trace buffers. */
   private run(x: Float64Array): Trace {
     const { inputSize, horizon, sigmaFloor } = this.config;
     const p = this.params;
-    const trace: Trace = {
-      pooled: [],
-      argmax: [],
-      acts: [],
-      preScale: new Float64Array(horizon),
-      mu: new Float64Array(horizon),
-      sigma: new Float64Array(horizon),
-    };
-    let residual = Float64Array.from(x);
-    const meanSum = new Float64Array(horizon);
-    const scaleSum = new Float64Array(horizon).fill(p[this.scaleBias] ?? 0);
-    for (const block of this.blocks) {
-      const pooled = new Float64Array(block.pooled);
-      const argmax = new Int32Array(block.pooled);
+    const trace = this.work;
+    const residual = trace.residual;
+    residual.set(x);
+    const meanSum = trace.meanSum.fill(0);
+    const scaleSum = trace.scaleSum.fill(p[this.scaleBias] ?? 0);
+    for (let bi = 0; bi < this.blocks.length; bi++) {
+      const block = this.blocks[bi] as Block;
+      const pooled = trace.pooled[bi] as Float64Array;
+      const argmax = trace.argmax[bi] as Int32Array;
       for (let j = 0; j < block.pooled; j++) {
         let best = Number.NEGATIVE_INFINITY;
         let at = j * block.kernel;
@@ -190,14 +229,12 @@ export class NHitsNetwork {
         pooled[j] = best;
         argmax[j] = at;
       }
-      trace.pooled.push(pooled);
-      trace.argmax.push(argmax);
-      const acts: Float64Array[] = [];
+      const acts = trace.acts[bi] as Float64Array[];
       let input = pooled;
       for (let l = 0; l < block.layers.length; l++) {
         const layer = block.layers[l]!;
         const { inSize, outSize, w, b } = layer;
-        const out = new Float64Array(outSize);
+        const out = acts[l]!;
         const relu = l < block.layers.length - 1;
         // Hot loop: plain indexing (the sizes are fixed by construction).
         for (let o = 0; o < outSize; o++) {
@@ -206,14 +243,10 @@ export class NHitsNetwork {
           for (let i = 0; i < inSize; i++) s += p[row + i]! * input[i]!;
           out[o] = relu && s < 0 ? 0 : s;
         }
-        acts.push(out);
         input = out;
       }
-      trace.acts.push(acts);
       const theta = input;
-      const next = new Float64Array(inputSize);
-      for (let i = 0; i < inputSize; i++) next[i] = (residual[i] ?? 0) - (theta[i] ?? 0);
-      residual = next;
+      for (let i = 0; i < inputSize; i++) residual[i] = (residual[i] ?? 0) - (theta[i] ?? 0);
       for (let h = 0; h < horizon; h++) {
         let m = 0;
         let s = 0;
@@ -238,7 +271,7 @@ export class NHitsNetwork {
   /** Normalised mean and standard deviation per step for a normalised input window. */
   predictNormalised(x: Float64Array): { mu: Float64Array; sigma: Float64Array } {
     const t = this.run(x);
-    return { mu: t.mu, sigma: t.sigma };
+    return { mu: t.mu.slice(), sigma: t.sigma.slice() };
   }
 
   /** Window mean, floored: the per-window normalisation. */
@@ -251,9 +284,9 @@ export class NHitsNetwork {
   /** Mean and standard deviation per step in the series' own units. */
   predict(window: ArrayLike<number>): { mean: number[]; std: number[] } {
     const scale = this.scaleOf(window);
-    const x = new Float64Array(this.config.inputSize);
+    const x = this.work.x;
     for (let i = 0; i < x.length; i++) x[i] = (window[i] ?? 0) / scale;
-    const { mu, sigma } = this.predictNormalised(x);
+    const { mu, sigma } = this.run(x);
     return { mean: Array.from(mu, (m) => Math.max(0, m * scale)), std: Array.from(sigma, (s) => s * scale) };
   }
 
@@ -263,9 +296,7 @@ export class NHitsNetwork {
    */
   trainStep(batch: readonly TrainingWindow[], learningRate: number, clipNorm = 1): number {
     const loss = this.gradient(batch);
-    let norm = 0;
-    for (let j = 0; j < this.grads.length; j++) norm += this.grads[j]! * this.grads[j]!;
-    norm = Math.sqrt(norm);
+    const norm = Math.sqrt(sumOfSquares(this.grads));
     // A spike far outside the window's level gives a huge likelihood gradient: clip so one odd
     // minute cannot undo what the network learnt.
     this.adam(learningRate, norm > clipNorm ? clipNorm / norm : 1);
@@ -277,13 +308,11 @@ export class NHitsNetwork {
     const { inputSize, horizon } = this.config;
     this.grads.fill(0);
     let loss = 0;
+    const { x, dMu, dPre } = this.work;
     for (const { input, target } of batch) {
       const scale = this.scaleOf(input);
-      const x = new Float64Array(inputSize);
       for (let i = 0; i < inputSize; i++) x[i] = (input[i] ?? 0) / scale;
       const t = this.run(x);
-      const dMu = new Float64Array(horizon);
-      const dPre = new Float64Array(horizon);
       for (let h = 0; h < horizon; h++) {
         const y = (target[h] ?? 0) / scale;
         const mu = t.mu[h] ?? 0;
@@ -313,17 +342,18 @@ export class NHitsNetwork {
     for (let h = 0; h < horizon; h++) k += dPre[h] ?? 0;
     g[this.scaleBias] = (g[this.scaleBias] ?? 0) + k;
     // Gradient of the loss with respect to the residual after the current block (none after the last).
-    let dResidualAfter = new Float64Array(inputSize);
+    const dResidual = t.dResidual.fill(0);
     for (let b = this.blocks.length - 1; b >= 0; b--) {
       const block = this.blocks[b];
       const acts = t.acts[b];
       const pooledIn = t.pooled[b];
       const argmax = t.argmax[b];
-      if (!block || !acts || !pooledIn || !argmax) continue;
-      const theta = acts[acts.length - 1] ?? new Float64Array(0);
-      let delta = new Float64Array(theta.length);
+      const dTheta = t.dTheta[b];
+      const dInputs = t.dInputs[b];
+      if (!block || !acts || !pooledIn || !argmax || !dTheta || !dInputs) continue;
+      let delta = dTheta;
       // Backcast: residual_after = residual_before - backcast.
-      for (let i = 0; i < inputSize; i++) delta[i] = -(dResidualAfter[i] ?? 0);
+      for (let i = 0; i < inputSize; i++) delta[i] = -(dResidual[i] ?? 0);
       for (let kk = 0; kk < block.knots; kk++) {
         let dm = 0;
         let ds = 0;
@@ -340,7 +370,7 @@ export class NHitsNetwork {
         if (!layer) continue;
         const input = l === 0 ? pooledIn : (acts[l - 1] ?? pooledIn);
         const { inSize, outSize, w, b: bias } = layer;
-        const dInput = new Float64Array(inSize);
+        const dInput = (dInputs[l] as Float64Array).fill(0);
         for (let o = 0; o < outSize; o++) {
           const d = delta[o]!;
           if (d === 0) continue;
@@ -356,12 +386,10 @@ export class NHitsNetwork {
         delta = dInput;
       }
       // delta is now d(loss)/d(pooled input): route it to the max positions, and add the direct path.
-      const dResidualBefore = Float64Array.from(dResidualAfter);
       for (let j = 0; j < block.pooled; j++) {
         const at = argmax[j] ?? 0;
-        dResidualBefore[at] = (dResidualBefore[at] ?? 0) + (delta[j] ?? 0);
+        dResidual[at] = (dResidual[at] ?? 0) + (delta[j] ?? 0);
       }
-      dResidualAfter = dResidualBefore;
     }
   }
 

@@ -1,3 +1,5 @@
+import { EventEmitter } from "node:events";
+import type { Http2SecureServer, Http2Server, ServerHttp2Session } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { HealthImplementation } from "grpc-health-check";
 import type { Logger } from "pino";
@@ -123,6 +125,44 @@ export function defaultChannelTls(): UnaryChannelTls | undefined {
   return defaults.tls;
 }
 
+const drains = new WeakMap<grpc.Server, () => void>();
+
+/**
+ * The HTTP/2 flow-control window a server grants each stream and each connection. Node's default (64 KiB) makes a
+ * client stop every 64 KiB of a large request (a 588 KiB image: nine round trips a hop) and wait for a WINDOW_UPDATE;
+ * the request path's own client (h2-channel.ts) grants the same to answers.
+ */
+export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
+
+/** What grpc-js keeps of the HTTP/2 servers it made: private, so read through a check, never assumed. */
+function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureServer> {
+  const servers: unknown = Reflect.get(server, "http2Servers");
+  if (!(servers instanceof Map)) return [];
+  return [...servers.keys()].filter(
+    (s): s is Http2Server | Http2SecureServer =>
+      s instanceof EventEmitter && "updateSettings" in s && typeof s.updateSettings === "function",
+  );
+}
+
+/**
+ * grpc-js has no server option for the flow-control window (only its client has one): each HTTP/2 server it made
+ * announces it in every new session's first SETTINGS, and each session widens its connection window when it opens.
+ * If a grpc-js release renames its servers' field, sessions keep Node's default and the caller says so.
+ */
+function widenServerWindows(server: grpc.Server): boolean {
+  const servers = http2ServersOf(server);
+  for (const h2 of servers) {
+    h2.updateSettings({ initialWindowSize: SERVER_WINDOW_BYTES });
+    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(SERVER_WINDOW_BYTES));
+  }
+  return servers.length > 0;
+}
+
+/** What a server's shutdown runs first: ends its long-lived streams gracefully (multiplex.ts). */
+export function onServerDrain(server: grpc.Server, drain: () => void): void {
+  drains.set(server, drain);
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
   const server = new grpc.Server({
     "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
@@ -136,6 +176,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       err ? reject(err) : resolve(bound),
     );
   });
+  if (!widenServerWindows(server)) {
+    process.emitWarning("grpc-js server internals changed: HTTP/2 windows stay at 64 KiB (large requests slow down)", "InferGridWarning");
+  }
   return {
     server,
     port,
@@ -144,6 +187,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
     shutdown: (graceMs) =>
       new Promise<void>((resolve) => {
         health.setStatus("", "NOT_SERVING");
+        // Long-lived streams (multiplexed calls) end once their calls are answered, or tryShutdown would wait for ever.
+        drains.get(server)?.();
         const timer = setTimeout(() => {
           server.forceShutdown();
           resolve();

@@ -1,9 +1,10 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { connect, type Settings } from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeCa, makeCert } from "./certs.js";
-import { type GrpcServerHandle, grpc, startGrpcServer, statusOf, unaryCall } from "./grpc.js";
+import { type GrpcServerHandle, grpc, SERVER_WINDOW_BYTES, startGrpcServer, statusOf, unaryCall } from "./grpc.js";
 import { H2Channel, type H2ChannelOptions } from "./h2-channel.js";
 
 /**
@@ -84,6 +85,26 @@ afterAll(async () => {
 
 const call = (ch: H2Channel, m: grpc.MethodDefinition<Buffer, Buffer>, body: string, options: Parameters<typeof unaryCall>[3] = {}) =>
   unaryCall(ch, m, Buffer.from(body), { deadline: Date.now() + 5_000, ...options });
+
+describe("startGrpcServer's HTTP/2 windows", () => {
+  // A 588 KiB request under Node's default 64 KiB window waits for nine WINDOW_UPDATEs a hop; the request path's
+  // servers grant 4 MiB (npm run bench:datapath, image payload: the backend alone served 210 requests/s before, 518 after).
+  const remoteSettings = (authority: string, options: Parameters<typeof connect>[1] = {}) =>
+    new Promise<Settings>((resolve, reject) => {
+      const session = connect(authority, options);
+      session.once("error", reject);
+      session.once("remoteSettings", (settings) => {
+        session.close();
+        resolve(settings);
+      });
+    });
+
+  it("grants each stream SERVER_WINDOW_BYTES, in plaintext and over TLS", async () => {
+    expect((await remoteSettings(`http://${plain.address}`)).initialWindowSize).toBe(SERVER_WINDOW_BYTES);
+    const tls = { ca: pem("ca.pem"), cert: pem("client.pem"), key: pem("client.key"), servername: "infergrid.internal" };
+    expect((await remoteSettings(`https://${secure.address}`, tls)).initialWindowSize).toBe(SERVER_WINDOW_BYTES);
+  });
+});
 
 describe("H2Channel (unary gRPC over one HTTP/2 session)", () => {
   it("answers many concurrent calls on one session, with the caller's metadata", async () => {

@@ -1,5 +1,6 @@
 import http2 from "node:http2";
 import { isIP } from "node:net";
+import { isChunked } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type UnaryCaller, type UnaryChannelTls } from "./grpc.js";
 
 /**
@@ -184,18 +185,21 @@ export class H2Channel implements UnaryChannel {
       queueMicrotask(() => finish(session));
       return handle;
     }
-    let body: Buffer;
+    let body: Buffer[];
     try {
-      body = serialize(request);
+      // A forwarding hop's request comes as chunks that leave each tensor where it arrived (routed.ts).
+      body = isChunked(serialize) ? serialize.chunks(request) : [serialize(request)];
     } catch (err) {
       queueMicrotask(() => fail(grpc.status.INTERNAL, `request serialization failed: ${String(err)}`));
       return handle;
     }
+    let length = 0;
+    for (const b of body) length += b.length;
     // The message's 5-byte prefix goes out as its own write: copying a 588 KiB tensor behind it would cost
     // an allocation of its size, and the collector's time with it, on every hop.
     const prefix = Buffer.allocUnsafe(5);
     prefix[0] = 0;
-    prefix.writeUInt32BE(body.length, 1);
+    prefix.writeUInt32BE(length, 1);
 
     const headers: http2.OutgoingHttpHeaders = {
       ...metadata.toHttp2Headers(),
@@ -279,7 +283,8 @@ export class H2Channel implements UnaryChannel {
       finish(null, value);
     });
     stream.write(prefix);
-    stream.end(body);
+    for (const b of body) stream.write(b);
+    stream.end();
     return handle;
   }
 

@@ -2,7 +2,7 @@
  * What one simulation run is: the jobs, the cluster, the network, and the policy under test. Everything is
  * in milliseconds of virtual time. Scenarios (scenario.ts, run-experiment.ts) build these from a trace.
  */
-import type { AllocationPolicy, ShareControllerOptions } from "@infergrid/allocation";
+import type { AllocationPolicy, ServiceShare, ShareControllerOptions } from "@infergrid/allocation";
 import type { AnyClusterScalingPolicy, AnyScalingPolicy } from "@infergrid/baselines";
 import type { Lognormal } from "@infergrid/core";
 import type { PruneBudgetSettings } from "@infergrid/swayam";
@@ -137,9 +137,10 @@ export interface LoanSurface {
   /**
    * Backends inference can lend without cutting a request short: cold ones in no list, then, from the lists' tails,
    * the cold or warm and idle entries past every frontend's prefix (`prefix`), or past the job's share of the slow
-   * loop's plan (`share`: what FaPES lends, everything beyond the plan, the fast loop's burst room included).
+   * loop's plan (`share`: what FaPES lends, everything beyond the plan, the fast loop's burst room included), and
+   * past the job's floor when `floors` names one.
    */
-  lendCandidates(past: "prefix" | "share"): number[];
+  lendCandidates(past: "prefix" | "share", floors?: ReadonlyMap<string, number>): number[];
   /** Takes cold or idle backends out of the pool inference plans over, re-plans the lists without them and unloads them. */
   withhold(backends: readonly number[]): void;
   /** Gives backends back to the pool (their job let go of them); the lists are re-planned at once. */
@@ -153,7 +154,11 @@ export interface LoanHook {
   /** The capacity the slow loop's ShareController plans over (the whole cluster unless a partition keeps some). */
   inferenceCapacity(): number;
   /** After each slow-loop tick's share plan (`demand`: the sum of the shares, undefined without a plan), before the lists are planned. */
-  onSlowTick(now: number, demand: number | undefined): void;
+  onSlowTick(now: number, demand: number | undefined, shares?: ReadonlyMap<string, ServiceShare>): void;
+  /** A request of job j arrived (the frontends' load reports, as the allocator hears them). */
+  arrival?(job: number, now: number): void;
+  /** The shares the lists are planned with while jobs borrow (the plan's, or raised to per-service floors). */
+  planShares?(shares: ReadonlyMap<string, ServiceShare>): ReadonlyMap<string, ServiceShare>;
   handle(kind: number, a: number, b: number): void;
   finish(endMs: number): void;
 }
@@ -208,4 +213,16 @@ export interface SimConfig {
 export interface ArrivalEvent {
   atMs: number;
   job: number;
+}
+
+/**
+ * Arrivals in time order, one at a time in the fields (libs/workload ArrivalCursor is one): what the engine pulls
+ * without an object per arrival. An Iterator<ArrivalEvent> will also do (engine.ts wraps it).
+ */
+export interface ArrivalFeed {
+  /** Moves to the next arrival; false when there is none. */
+  advance(): boolean;
+  readonly atMs: number;
+  /** The arrival's job: its index in SimConfig.jobs. */
+  readonly jobIndex: number;
 }

@@ -8,7 +8,7 @@
  * the same service times (common random numbers: differences between policies are not sampling noise).
  */
 import { type Random, sampleExponential, sampleLognormal, seededRandom } from "@infergrid/core";
-import type { ArrivalEvent, JobSpec, ServiceTimeSpec, SimConfig } from "./config.js";
+import type { ArrivalEvent, ArrivalFeed, JobSpec, ServiceTimeSpec, SimConfig } from "./config.js";
 import { EventQueue } from "./event-queue.js";
 import { Metrics } from "./metrics.js";
 import { LiveSignals } from "./signals.js";
@@ -18,6 +18,9 @@ export const FIRST_MODEL_EVENT = 8;
 /** Event kinds from here on are a loan controller's (config.ts LoanHook), whichever cluster model carries it. */
 export const LOAN_EVENT = 64;
 const ARRIVAL = 1;
+/** The event queue's in-order lanes: events one hop after now, and the arrival stream (in time order by nature). */
+const HOP_LANE = 0;
+const ARRIVAL_LANE = 1;
 
 export interface ClusterModel {
   /** Schedules the model's first events (ticks, pre-warmed backends). */
@@ -97,6 +100,22 @@ export function serviceSampler(spec: ServiceTimeSpec): ServiceSampler {
   }
 }
 
+/** An iterator of arrival events as a feed. */
+class IteratorFeed implements ArrivalFeed {
+  atMs = Number.NaN;
+  jobIndex = -1;
+
+  constructor(private readonly events: Iterator<ArrivalEvent>) {}
+
+  advance(): boolean {
+    const r = this.events.next();
+    if (r.done === true) return false;
+    this.atMs = r.value.atMs;
+    this.jobIndex = r.value.job;
+    return true;
+  }
+}
+
 export interface RunStats {
   events: number;
   requests: number;
@@ -113,14 +132,16 @@ export class Simulation {
   private readonly serviceRandom: Random;
   private readonly samplers: ServiceSampler[];
   private model: ClusterModel | undefined;
+  private readonly source: ArrivalFeed;
   now = 0;
   events = 0;
   arrivals = 0;
 
   constructor(
     readonly config: SimConfig,
-    private readonly source: Iterator<ArrivalEvent>,
+    arrivals: ArrivalFeed | Iterator<ArrivalEvent>,
   ) {
+    this.source = "advance" in arrivals ? arrivals : new IteratorFeed(arrivals);
     this.metrics = new Metrics(config.jobs, config.durationMs, config.binMs, config.metrics);
     this.live = new LiveSignals(config.jobs);
     this.serviceRandom = seededRandom(config.seed * 7919 + 2);
@@ -138,6 +159,11 @@ export class Simulation {
 
   schedule(time: number, kind: number, a: number, b = 0): void {
     this.queue.push(time, kind, a, b);
+  }
+
+  /** schedule, for an event a constant delay after now (a network hop): the same order, at less cost (EventQueue.pushInOrder). */
+  scheduleInOrder(time: number, kind: number, a: number, b = 0): void {
+    this.queue.pushInOrder(time, kind, a, b, HOP_LANE);
   }
 
   /** A request finished, seen by its client `latencyMs` after it arrived. Frees the request. */
@@ -158,9 +184,9 @@ export class Simulation {
 
   /** Pulls the next arrival within the run and schedules it. */
   private pump(): void {
-    const r = this.source.next();
-    if (r.done === true || !(r.value.atMs < this.config.durationMs)) return;
-    this.queue.push(r.value.atMs, ARRIVAL, r.value.job);
+    const s = this.source;
+    if (!s.advance() || !(s.atMs < this.config.durationMs)) return;
+    this.queue.pushInOrder(s.atMs, ARRIVAL, s.jobIndex, 0, ARRIVAL_LANE);
   }
 
   run(progress?: (simMs: number) => void, progressEveryMs = 60_000): RunStats {

@@ -13,8 +13,12 @@
  * after `restartMs`. A reclaimed backend finishes its item within the grace period or abandons it (reclaimedItem);
  * only then does it go back to inference's pool, and it is cold there.
  */
+import type { ServiceShare } from "@infergrid/allocation";
 import { seededRandom } from "@infergrid/core";
 import {
+  FLOORS_SPARE,
+  floorsTotal,
+  HEADROOM_DEFAULTS,
   HeadroomLearner,
   inferenceNeed,
   type LoanedServer,
@@ -24,10 +28,14 @@ import {
   planLoans,
   type ReclaimStrategy,
   reclaimedItem,
+  ServiceFloors,
+  type ServiceLoad,
+  withFloors,
 } from "@infergrid/fapes";
 import type { LoanHook, LoanSurface } from "./config.js";
 import { LOAN_EVENT, type Simulation } from "./engine.js";
 import type { FapesJobStream, JobItems } from "./fapes-scenario.js";
+import { meanServiceMs } from "./policies.js";
 
 const JOB_ARRIVES = LOAN_EVENT;
 const READY = LOAN_EVENT + 1;
@@ -56,9 +64,51 @@ export type LoanMode =
       strategy: ReclaimStrategy;
       /** Loan steps every control period (as the allocator) rather than at slow-loop ticks only. */
       control?: boolean;
-      /** A fall of the need is followed only once it has held this long (PeakWindow); 0: at once. */
+      /** A fall of the need is followed only once it has held this long (PeakWindow; per service under `floors`); 0: at once. */
       holdMs?: number;
+      /** `floors` only: the floors leave out the rate's need (the held shares alone), an ablation. */
+      sharesOnly?: boolean;
     };
+
+/**
+ * Each job's arrivals over the last `spanMs`, counted in one-second buckets: the rate the frontends' load
+ * reports give the allocator (services/global-allocator SignalBook.latestRatePerS over the same span).
+ */
+class RecentRates {
+  private readonly counts: Int32Array;
+  private readonly second: Float64Array;
+  private readonly buckets: number;
+
+  constructor(
+    jobs: number,
+    private readonly spanMs: number,
+  ) {
+    this.buckets = Math.max(1, Math.ceil(spanMs / 1000));
+    this.counts = new Int32Array(jobs * this.buckets);
+    this.second = new Float64Array(jobs * this.buckets).fill(-1);
+  }
+
+  arrival(j: number, now: number): void {
+    const sec = Math.floor(now / 1000);
+    const i = j * this.buckets + (sec % this.buckets);
+    if (this.second[i] !== sec) {
+      this.second[i] = sec;
+      this.counts[i] = 0;
+    }
+    this.counts[i] = (this.counts[i] as number) + 1;
+  }
+
+  /** Requests per second of job j over the last span, the current second included. */
+  ratePerS(j: number, now: number): number {
+    const sec = Math.floor(now / 1000);
+    let n = 0;
+    for (let k = 0; k < this.buckets; k++) {
+      const i = j * this.buckets + k;
+      if ((this.second[i] as number) > sec - this.buckets) n += this.counts[i] as number;
+    }
+    return n / (this.spanMs / 1000);
+  }
+}
 
 function drawItems(items: JobItems, u: () => number): number {
   if (items.kind === "uniform") return items.min + Math.min(items.max - items.min, Math.floor(u() * (items.max - items.min + 1)));
@@ -150,6 +200,10 @@ export class FapesLoans implements LoanHook {
   private readonly random;
   private need: number;
   private demand: number | undefined;
+  /** `floors`: the per-service floors, the shares of the last plan, and the arrivals they read the rate from. */
+  private readonly floors: ServiceFloors | undefined;
+  private shares: ReadonlyMap<string, ServiceShare> | undefined;
+  private readonly rates: RecentRates | undefined;
   private arrivedJobs = 0;
   readonly stats: FapesRunStats;
 
@@ -168,7 +222,13 @@ export class FapesLoans implements LoanHook {
     this.heldSince = new Float64Array(n).fill(Number.NaN);
     this.gen = new Int32Array(n);
     this.random = seededRandom(sim.config.seed * 7919 + 13);
-    this.hold = new PeakWindow(mode.kind === "loan" ? (mode.holdMs ?? 0) : 0);
+    const floors = mode.kind === "loan" && mode.need === "floors";
+    // Under floors the hold is per service (ServiceFloors), not on the total: holding the total instead let a
+    // service's lull lend its backends (fapes-48 seed 1: 0.050 % violations against 0.041 %).
+    this.hold = new PeakWindow(mode.kind === "loan" && !floors ? (mode.holdMs ?? 0) : 0);
+    this.floors = floors ? new ServiceFloors(mode.kind === "loan" ? (mode.holdMs ?? 0) : 0) : undefined;
+    // The rate over one reclaim lead time (grace plus a cold start), as the allocator reads it.
+    this.rates = floors ? new RecentRates(sim.config.jobs.length, HEADROOM_DEFAULTS.leadTimeMs) : undefined;
     // No loans before inference has a plan: until then it may need every backend.
     this.need = n;
     this.jobs = jobs.map((spec, i) => {
@@ -216,7 +276,26 @@ export class FapesLoans implements LoanHook {
     return this.mode.kind === "dedicated" ? this.need : this.cluster.backendCount;
   }
 
-  onSlowTick(now: number, demand: number | undefined): void {
+  arrival(job: number, now: number): void {
+    this.rates?.arrival(job, now);
+  }
+
+  /** The shares raised to the floors while jobs borrow (as the allocator's LoanManager.floors); the plan's otherwise. */
+  planShares(shares: ReadonlyMap<string, ServiceShare>): ReadonlyMap<string, ServiceShare> {
+    if (!this.floors || !this.borrowing()) return shares;
+    let withheld = 0;
+    for (let b = 0; b < this.owner.length; b++) if ((this.owner[b] as number) >= 0 || this.phase[b] === RETURNING) withheld++;
+    return withFloors(shares, this.floors.floors, this.cluster.backendCount - withheld);
+  }
+
+  /** A backend is loaned or on its way back, or a job that arrived is not done. */
+  private borrowing(): boolean {
+    for (let b = 0; b < this.owner.length; b++) if ((this.owner[b] as number) >= 0 || this.phase[b] === RETURNING) return true;
+    for (let i = 0; i < this.arrivedJobs; i++) if ((this.jobs[i] as JobState).doneAtMs === undefined) return true;
+    return false;
+  }
+
+  onSlowTick(now: number, demand: number | undefined, shares?: ReadonlyMap<string, ServiceShare>): void {
     const inUse = this.cluster.inferenceInUse();
     this.stats.peakInferenceInUse = Math.max(this.stats.peakInferenceInUse, inUse);
     if (this.mode.kind !== "loan") {
@@ -224,6 +303,7 @@ export class FapesLoans implements LoanHook {
       return;
     }
     if (demand !== undefined) this.demand = demand;
+    if (shares !== undefined) this.shares = shares;
     this.judge(now, inUse);
     this.step(now);
   }
@@ -231,6 +311,22 @@ export class FapesLoans implements LoanHook {
   /** What inference needs now, by the mode's rule, from the last plan and the backends in use. */
   private judge(now: number, inUse: number): void {
     if (this.mode.kind !== "loan") return;
+    if (this.floors) {
+      const shares = this.shares;
+      const sharesOnly = this.mode.sharesOnly === true;
+      const services: ServiceLoad[] = this.sim.config.jobs.map((job, j) => ({
+        name: job.name,
+        share: shares?.get(job.name)?.share,
+        ratePerS: sharesOnly ? undefined : this.rates?.ratePerS(j, now),
+        serviceMs: meanServiceMs(job.serviceTime),
+        sloMs: job.sloMs,
+        percentile: job.slMin * 100,
+      }));
+      const floors = this.floors.observe(now, services);
+      // Until the first plan inference may need every backend.
+      if (shares !== undefined) this.need = floorsTotal(floors);
+      return;
+    }
     const demand = this.demand;
     this.headroom.observe(now, inUse, demand ?? 0);
     if (demand === undefined) return;
@@ -297,7 +393,10 @@ export class FapesLoans implements LoanHook {
     const free =
       this.mode.kind === "dedicated"
         ? [...this.partitionFree]
-        : this.cluster.lendCandidates(this.mode.kind === "loan" && this.mode.need !== "plan-in-use-headroom" ? "share" : "prefix");
+        : this.cluster.lendCandidates(
+            this.mode.kind === "loan" && this.mode.need !== "plan-in-use-headroom" ? "share" : "prefix",
+            this.floors?.floors,
+          );
     const decision = planLoans(
       {
         live: this.cluster.backendCount,
@@ -306,6 +405,7 @@ export class FapesLoans implements LoanHook {
         returning,
         free: free.map(String),
         jobs: waiting,
+        ...(this.floors ? { spare: FLOORS_SPARE } : {}),
       },
       { strategy: this.mode.kind === "loan" ? this.mode.strategy : "fewest-preemptions", random: this.random },
     );

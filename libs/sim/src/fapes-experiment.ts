@@ -93,6 +93,13 @@ export function loanMode(policy: FapesPolicy, inferenceBackends: number): LoanMo
     case "fapes":
       return { kind: "loan", need: "plan", strategy: "fapes-greedy" };
     case "infergrid":
+      // The default: per-service floors (the held larger of the share and the rate's need), lists planned with them.
+      return { kind: "loan", need: "floors", strategy: "fewest-preemptions", control: true, holdMs: 300_000 };
+    case "infergrid-random":
+      return { kind: "loan", need: "floors", strategy: "random", control: true, holdMs: 300_000 };
+    case "infergrid-shares":
+      return { kind: "loan", need: "floors", strategy: "fewest-preemptions", control: true, holdMs: 300_000, sharesOnly: true };
+    case "infergrid-headroom":
       return { kind: "loan", need: "plan-headroom", strategy: "fewest-preemptions", control: true, holdMs: 300_000 };
     case "infergrid-in-use":
       return { kind: "loan", need: "plan-in-use-headroom", strategy: "fewest-preemptions", control: true };

@@ -10,7 +10,17 @@ import { z } from "zod";
 import { readMeasuredRow } from "./profiles.js";
 import { cutSlice, type Experiment, formatIssues, loadScenario, readScenarioData, ScenarioError } from "./scenario.js";
 
-export const FAPES_POLICIES = ["no-loan", "dedicated", "one-way-random", "fapes", "infergrid", "infergrid-in-use"] as const;
+export const FAPES_POLICIES = [
+  "no-loan",
+  "dedicated",
+  "one-way-random",
+  "fapes",
+  "infergrid",
+  "infergrid-random",
+  "infergrid-shares",
+  "infergrid-headroom",
+  "infergrid-in-use",
+] as const;
 export type FapesPolicy = (typeof FAPES_POLICIES)[number];
 
 /**
@@ -50,8 +60,10 @@ const fapesScenarioSchema = z.strictObject({
   inference: z.strictObject({
     /** A cluster scenario file (beside this one), run as written under `infergrid`: the inference side. */
     scenario: z.string().min(1),
-    /** Replay only this many trace minutes of its slice (tests). */
+    /** Replay only this many trace minutes of its slice (tests, or a shorter out-of-sample run). */
     minutes: z.number().int().positive().optional(),
+    /** Run it on this many backends instead of the scenario's capacity (a tighter cluster on the same load). */
+    capacity: z.number().int().positive().optional(),
   }),
   jobs: z.strictObject({
     /** Poisson arrivals, jobs per simulated hour. */
@@ -112,6 +124,7 @@ export function loadFapesScenario(path: string, profilesDir: string): FapesScena
   try {
     inference = loadScenario(resolve(dirname(file), d.inference.scenario));
     if (d.inference.minutes !== undefined) inference = cutSlice(inference, { minutes: d.inference.minutes });
+    if (d.inference.capacity !== undefined) inference = { ...inference, capacity: d.inference.capacity };
   } catch (err) {
     problems.push(`inference.scenario: ${err instanceof ScenarioError ? err.problems.join("; ") : String(err)}`);
   }

@@ -49,6 +49,17 @@ describe("fapes scenarios", () => {
     expect(problemsOf({}, { policies: ["fapes", "greedy"] }).join("\n")).toMatch(/^policies\[1\]:/m);
     expect(problemsOf({ minBackends: 3 }).join("\n")).toMatch(/^jobs\.minBackends: 3 is above jobs\.maxBackends 2/m);
     expect(problemsOf({}, { inference: { scenario: "nowhere.yaml" } }).join("\n")).toMatch(/^inference\.scenario:/m);
+    expect(problemsOf({}, { inference: { scenario: join(scenariosDir(), "smoke.yaml"), capacity: 0 } }).join("\n")).toMatch(
+      /^inference\.capacity:/m,
+    );
+  });
+
+  it("runs the inference on another capacity when asked", () => {
+    const tight = loadFapesScenario(scenarioFile("fapes-azure-d08-28") as string, defaultProfilesDir());
+    const full = loadFapesScenario(scenarioFile("fapes-azure-d08") as string, defaultProfilesDir());
+    expect(tight.inference.capacity).toBe(28);
+    expect(full.inference.capacity).toBe(100);
+    expect(tight.inference.trace).toEqual(full.inference.trace);
   });
 
   it("draws the same job stream for a seed, whatever the policy", () => {
@@ -102,9 +113,11 @@ describe("a tiny fapes run", () => {
     for (const mode of [
       { kind: "observe" } as const,
       { kind: "loan", need: "plan-in-use-headroom", strategy: "fewest-preemptions" } as const,
+      // The floors shape the lists only while jobs borrow: with none, the plan alone, as today.
+      { kind: "loan", need: "floors", strategy: "fewest-preemptions", control: true, holdMs: 300_000 } as const,
     ]) {
       const { result } = runFapesOne(p, s, [], mode, 1);
-      expect(strip(result), mode.kind).toBe(strip(today));
+      expect(strip(result), mode.kind === "loan" ? mode.need : mode.kind).toBe(strip(today));
     }
   });
 });

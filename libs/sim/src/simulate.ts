@@ -3,10 +3,10 @@
  */
 import { cpuUsage } from "node:process";
 import { type Random, sampleExponential, seededRandom } from "@infergrid/core";
-import { arrivalSchedule, type ReplayOptions, type Trace } from "@infergrid/workload";
+import { ArrivalCursor, type ReplayOptions, type Trace } from "@infergrid/workload";
 import { BalancedCluster } from "./balanced-cluster.js";
 import { ClairvoyantCluster } from "./clairvoyant-cluster.js";
-import type { ArrivalEvent, SimConfig } from "./config.js";
+import type { ArrivalEvent, ArrivalFeed, SimConfig } from "./config.js";
 import { type ClusterModel, type RunStats, Simulation } from "./engine.js";
 import type { JobMetrics, JobSeries } from "./metrics.js";
 import { SwayamCluster } from "./swayam-cluster.js";
@@ -55,7 +55,11 @@ export function createModel(sim: Simulation): ClusterModel {
   }
 }
 
-export function simulate(config: SimConfig, arrivals: Iterator<ArrivalEvent>, onProgress?: (simMs: number) => void): RunResult {
+export function simulate(
+  config: SimConfig,
+  arrivals: ArrivalFeed | Iterator<ArrivalEvent>,
+  onProgress?: (simMs: number) => void,
+): RunResult {
   const cpuBefore = cpuUsage();
   const sim = new Simulation(config, arrivals);
   sim.attach(createModel(sim));
@@ -99,17 +103,9 @@ export function simulate(config: SimConfig, arrivals: Iterator<ArrivalEvent>, on
   };
 }
 
-/** A trace's arrivals (Poisson inside each minute, libs/workload arrivalSchedule) with job indices. */
-export function* traceArrivals(
-  trace: Trace,
-  jobs: readonly string[],
-  options: ReplayOptions & { random: Random },
-): Generator<ArrivalEvent, void, undefined> {
-  const index = new Map(jobs.map((name, i) => [name, i]));
-  for (const a of arrivalSchedule(trace, { ...options, jobs })) {
-    const job = index.get(a.job);
-    if (job !== undefined) yield { atMs: a.atMs, job };
-  }
+/** A trace's arrivals (Poisson inside each minute, libs/workload ArrivalCursor), each job by its index in `jobs`. */
+export function traceArrivals(trace: Trace, jobs: readonly string[], options: ReplayOptions & { random: Random }): ArrivalFeed {
+  return new ArrivalCursor(trace, { ...options, jobs });
 }
 
 /** Stationary Poisson arrivals per job (rates per second) until durationMs: for tests against theory. */

@@ -37,6 +37,7 @@ import {
 } from "@infergrid/allocation";
 import { type Lognormal, lognormalMean } from "@infergrid/core";
 import {
+  type ActionSink,
   BackendMachine,
   BackendSlots,
   DISPATCH_DEFAULTS,
@@ -97,6 +98,19 @@ const REFUSALS: DispatchEvent<number>[] = REASONS.map((reason) => ({ kind: "refu
 const ARRIVED: DispatchEvent<number> = { kind: "arrived" };
 const ANSWERED: DispatchEvent<number> = { kind: "answered" };
 
+/**
+ * One dispatch step's actions, in storage kept from step to step: an array emptied with `length = 0` after every
+ * step gave up its storage, and the next step's first push allocated a new one.
+ */
+class ActionBuffer implements ActionSink<number, number> {
+  readonly items: DispatchAction<number, number>[] = [];
+  count = 0;
+
+  push(action: DispatchAction<number, number>): void {
+    this.items[this.count++] = action;
+  }
+}
+
 export interface SwayamSnapshot {
   /** n per frontend per job at the end (frontend-major). */
   n: number[][];
@@ -140,7 +154,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
   /** The view a dispatch step decides on, refilled per step (entries are backend numbers, holds too). */
   private readonly view: DispatchView<number>;
   private viewList: Int32Array = new Int32Array(0);
-  private readonly actions: DispatchAction<number, number>[] = [];
+  private readonly actions = new ActionBuffer();
   /** Best-effort jobs' loans (FaPES); undefined: none, and nothing below depends on them. */
   private readonly loans: LoanHook | undefined;
   /** Backends loaned or on their way back: out of the pool the lists are planned over. */
@@ -200,7 +214,6 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       n: 0,
       listLength: 0,
       key: (i) => this.viewList[i] as number,
-      usable: () => true,
       rtMaxMs: 0,
       pruneServiceMs: undefined,
       random: sim.dispatchRandom,
@@ -278,6 +291,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     this.rr[j] = f + 1;
     r.frontend[req] = f;
     this.predictor?.arrival(j, sim.now);
+    this.loans?.arrival?.(j, sim.now);
     (this.scalers[f * this.J + j] as FrontendScaler).recordArrival(sim.now);
     this.pruneBudgets?.[f * this.J + j]?.recordArrival(sim.now);
     this.flights[req] = newDispatch(sim.now, sim.now + sim.config.dropAfterMs, this.flights[req]);
@@ -366,8 +380,8 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         : undefined;
     const out = this.actions;
     stepDispatch(this.flights[req] as DispatchState<number>, ev, v, this.settings, out);
-    for (let i = 0; i < out.length; i++) this.act(req, j, out[i] as DispatchAction<number, number>);
-    out.length = 0;
+    for (let i = 0; i < out.count; i++) this.act(req, j, out.items[i] as DispatchAction<number, number>);
+    out.count = 0;
   }
 
   private act(req: number, j: number, a: DispatchAction<number, number>): void {
@@ -376,22 +390,26 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     switch (a.kind) {
       case "send":
         sim.requests.attempts[req] = a.attempt;
+        // Sent at once, it is one hop away like every other message; after a pause, it is out of that order.
         if (a.hold !== undefined) {
           sim.requests.backend[req] = a.hold;
-          sim.schedule(sim.now + a.delayMs + hop, CLAIM, req);
+          if (a.delayMs === 0) sim.scheduleInOrder(sim.now + a.delayMs + hop, CLAIM, req);
+          else sim.schedule(sim.now + a.delayMs + hop, CLAIM, req);
         } else {
           sim.requests.backend[req] = a.entry;
-          sim.schedule(sim.now + a.delayMs + hop, PROBE, req);
+          if (a.delayMs === 0) sim.scheduleInOrder(sim.now + a.delayMs + hop, PROBE, req);
+          else sim.schedule(sim.now + a.delayMs + hop, PROBE, req);
         }
         return;
       case "park":
-        for (let t = 0; t < a.entries.length; t++) sim.schedule(sim.now + hop, PARK, req, parkMessage(a.round, t, a.entries[t] as number));
+        for (let t = 0; t < a.entries.length; t++)
+          sim.scheduleInOrder(sim.now + hop, PARK, req, parkMessage(a.round, t, a.entries[t] as number));
         return;
       case "timer":
         sim.schedule(a.at, PARK_TIMEOUT, req, a.round);
         return;
       case "release":
-        sim.schedule(sim.now + hop, RELEASE, a.hold);
+        sim.scheduleInOrder(sim.now + hop, RELEASE, a.hold);
         return;
       case "warm":
         if (this.backendJob[a.entry] === j) this.warm(a.entry, j);
@@ -421,14 +439,14 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       return;
     }
     const fs = be.frontendsSeen(sim.now);
-    sim.schedule(sim.now + sim.config.hopMs, REFUSED, req, fs * 8 + REASONS.indexOf(res.reason));
+    sim.scheduleInOrder(sim.now + sim.config.hopMs, REFUSED, req, fs * 8 + REASONS.indexOf(res.reason));
   }
 
   private done(req: number): void {
     const sim = this.sim;
     const b = sim.requests.backend[req] as number;
     this.freeSlot(b);
-    sim.schedule(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendMachine).frontendsSeen(sim.now));
+    sim.scheduleInOrder(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendMachine).frontendsSeen(sim.now));
   }
 
   private reply(req: number, frontendsSeen: number): void {
@@ -461,8 +479,9 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       lotItem(req, round, messageTarget(message)),
       sim.requests.arrival[req] as number,
     );
-    if (outcome === "held") sim.schedule(sim.now + sim.config.hopMs, READY, req, message);
-    else if (outcome !== "parked") sim.schedule(sim.now + sim.config.hopMs, outcome === "cold" ? PARK_COLD : PARK_DRAINING, req, message);
+    if (outcome === "held") sim.scheduleInOrder(sim.now + sim.config.hopMs, READY, req, message);
+    else if (outcome !== "parked")
+      sim.scheduleInOrder(sim.now + sim.config.hopMs, outcome === "cold" ? PARK_COLD : PARK_DRAINING, req, message);
   }
 
   /** Free slots of backend b are held for the oldest requests parked there; each one's frontend is told. */
@@ -471,7 +490,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     for (const item of held) {
       const req = itemRequest(item);
       const round = (this.flights[req] as DispatchState<number>).round;
-      this.sim.schedule(this.sim.now + this.sim.config.hopMs, READY, req, parkMessage(round, itemTarget(item), b));
+      this.sim.scheduleInOrder(this.sim.now + this.sim.config.hopMs, READY, req, parkMessage(round, itemTarget(item), b));
     }
   }
 
@@ -533,7 +552,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     for (const item of (this.slots[b] as BackendSlots<number>).evict()) {
       const req = itemRequest(item);
       const round = (this.flights[req] as DispatchState<number>).round;
-      sim.schedule(sim.now + sim.config.hopMs, PARK_COLD, req, parkMessage(round, itemTarget(item), b));
+      sim.scheduleInOrder(sim.now + sim.config.hopMs, PARK_COLD, req, parkMessage(round, itemTarget(item), b));
     }
   }
 
@@ -594,13 +613,14 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     return n;
   }
 
-  lendCandidates(past: "prefix" | "share"): number[] {
+  lendCandidates(past: "prefix" | "share", floors?: ReadonlyMap<string, number>): number[] {
     const out: number[] = [];
     for (let b = 0; b < this.backends.length; b++) if (this.backendJob[b] === -1 && this.withheld[b] === 0 && !this.inUse(b)) out.push(b);
     const shares = this.controller?.shares;
     const keep = (j: number) => {
       const share = shares?.get(this.names[j] as string)?.share;
-      return past === "share" && share !== undefined ? share : this.widestPrefix(j);
+      const kept = past === "share" && share !== undefined ? share : this.widestPrefix(j);
+      return Math.max(kept, floors?.get(this.names[j] as string) ?? 0);
     };
     // Entries past what is kept, cold or warm and idle, from the tails, round-robin over the lists so that no one
     // list is emptied before the others are trimmed.
@@ -651,7 +671,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     const shares = this.controller?.shares;
     this.applyPlan(
       shares !== undefined && shares.size > 0
-        ? shareAllocationPolicy(shares)(this.allocationInput())
+        ? shareAllocationPolicy(this.loans?.planShares?.(shares) ?? shares)(this.allocationInput())
         : this.sim.config.swayam.allocate(this.allocationInput()),
     );
   }
@@ -715,9 +735,10 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         demand = 0;
         for (const s of outcome.shares.values()) demand += s.share;
       }
-      this.loans.onSlowTick(now, demand);
+      this.loans.onSlowTick(now, demand, outcome.ok ? outcome.shares : undefined);
     }
-    if (outcome.ok) this.applyPlan(shareAllocationPolicy(outcome.shares)(this.allocationInput()));
+    if (outcome.ok)
+      this.applyPlan(shareAllocationPolicy(this.loans?.planShares?.(outcome.shares) ?? outcome.shares)(this.allocationInput()));
     const next = now + loop.tickMs;
     if (next < sim.config.durationMs) sim.schedule(next, SLOW, 0);
   }
@@ -733,11 +754,12 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         n = staticPrefixLength(this.minWarm[j] ?? 1, (this.planned[j] as PlannedSpec).initialBackends, list.length);
       } else {
         const prior = this.priors[j];
+        // One shape for every job (an absent prior is undefined): no spread per decision.
         const out = (this.scalers[f * this.J + j] as FrontendScaler).decide(now, {
           sla: this.slas[j] as ServiceSla,
           listLength: list.length,
           minWarm: this.minWarm[j] ?? 1,
-          ...(prior ? { serviceTimePrior: prior } : {}),
+          serviceTimePrior: prior,
         });
         n = out.n;
       }

@@ -52,7 +52,8 @@ export class BackendMachine {
   private loaded: string | undefined;
   private inFlight = 0;
   private idleSince = 0;
-  private readonly lastSeen = new Map<string, number>();
+  /** When each frontend last sent a request: one entry per frontend, updated in place (one look-up per probe). */
+  private readonly lastSeen = new Map<string, { at: number }>();
   /**
    * frontendsSeen's last answer, still exact while now - seenOldest <= window (every entry is then fresh, as the
    * oldest is); -1 once a new frontend (or an earlier time) arrives. It spares a scan of the map on every reply.
@@ -135,9 +136,14 @@ export class BackendMachine {
    * service. With `service`, a request for another service is refused as cold (this backend holds no copy).
    */
   tryAcquire(now: number, frontendId: string, service?: string): AcquireResult {
-    const previous = this.lastSeen.get(frontendId);
-    this.lastSeen.set(frontendId, now);
-    if (previous === undefined || now < this.seenOldest) this.seenCount = -1;
+    const seen = this.lastSeen.get(frontendId);
+    if (seen === undefined) {
+      this.lastSeen.set(frontendId, { at: now });
+      this.seenCount = -1;
+    } else {
+      seen.at = now;
+      if (now < this.seenOldest) this.seenCount = -1;
+    }
     switch (this.phase) {
       case "cold":
         return REFUSED.cold;
@@ -173,7 +179,8 @@ export class BackendMachine {
     if (this.seenCount >= 0 && now - this.seenOldest <= this.frontendWindowMs) return this.seenCount;
     let count = 0;
     let oldest = Number.POSITIVE_INFINITY;
-    for (const [id, at] of this.lastSeen) {
+    for (const [id, seen] of this.lastSeen) {
+      const at = seen.at;
       if (now - at <= this.frontendWindowMs) {
         count++;
         if (at < oldest) oldest = at;

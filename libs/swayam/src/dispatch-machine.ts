@@ -24,9 +24,20 @@
  */
 import { type Random, randomInt } from "@infergrid/core";
 import { cheapestTargets, PARK_DEFAULTS, parkTargets } from "./parking-lot.js";
-import { effectivePrefix, hasUntried, type IndexSet, pickBackend, pickCheapest, type UsablePredicate } from "./prefix-dispatch.js";
+import {
+  EVERY_ENTRY,
+  effectivePrefix,
+  hasUntried,
+  type IndexSet,
+  pickCheapest,
+  pickOutside,
+  prefixEnd,
+  prefixSize,
+  type UsablePredicate,
+} from "./prefix-dispatch.js";
 import { isPastSaving } from "./pruning.js";
 import { ROUND_BACKOFF_DEFAULTS, type RoundBackoffOptions, roundBackoffMs } from "./round-backoff.js";
+import { TriedEntries } from "./tried-entries.js";
 
 /** Why a backend refused an Execute. */
 export type DispatchRefusal = "busy" | "cold" | "provisioning" | "draining" | "not-assigned";
@@ -90,6 +101,14 @@ export type DispatchAction<K, H> =
   /** The request ends with this error; `code` is the rejecting backend's status for `rejected`. */
   | { readonly kind: "fail"; readonly status: DispatchFailure; readonly message: string; readonly code?: number };
 
+/**
+ * Where a step's actions go, in order: an array will do; a driver stepping millions of times keeps its own buffer
+ * (emptying an array by setting its length to 0 drops its storage, and the next push allocates another).
+ */
+export interface ActionSink<K, H> {
+  push(action: DispatchAction<K, H>): unknown;
+}
+
 export interface DispatchSettings {
   /** delta: the gap before retrying a refused request. */
   retryGapMs: number;
@@ -118,10 +137,10 @@ export interface DispatchView<K> {
   n: number;
   /** Entries in the service's ordered list (0: the service has no backends). */
   listLength: number;
-  /** The identity of entry `index` (a backend id), stable across list versions. */
+  /** The identity of entry `index` (a backend id), stable across list versions; distinct entries, distinct keys. */
   key(index: number): K;
-  /** Whether entry `index` may take requests (not suspected). */
-  usable: UsablePredicate;
+  /** Whether entry `index` may take requests (not suspected); undefined: every entry may. */
+  usable?: UsablePredicate | undefined;
   /** RT_max. */
   rtMaxMs: number;
   /** The service time pruning assumes; undefined when pruning is off. */
@@ -150,7 +169,7 @@ export interface DispatchState<K> {
   /** Rounds in which every prefix entry refused. */
   rounds: number;
   /** Entries tried in the current round. */
-  readonly tried: Set<K>;
+  readonly tried: TriedEntries<K>;
   /** The current park round (unique for the state object's whole life, across reuse). */
   round: number;
   parkEndsAt: number;
@@ -195,7 +214,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     attempts: 0,
     refusals: 0,
     rounds: 0,
-    tried: new Set<K>(),
+    tried: new TriedEntries<K>(),
     round: 0,
     parkEndsAt: 0,
     parkIndices: NO_INDICES,
@@ -222,7 +241,7 @@ export function stepDispatch<K, H>(
   ev: DispatchEvent<H>,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   switch (ev.kind) {
     case "arrived":
@@ -272,14 +291,14 @@ function refused<K, H>(
   reason: DispatchRefusal,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   st.refusals += 1;
   if (reason === "cold") out.push({ kind: "warm", index: st.sendingIndex, entry: st.sendingEntry as K });
   if (settings.parkWindowMs > 0 && PARKABLE.has(reason)) {
     // Late binding once every entry of the round has refused: while one is untried (it may be free), probe it
     // at once. A held slot that turned out expired sends the request back to parking.
-    if (!st.sendingHeld && hasUntried(view.n, view.usable, excludedSet(st, view), view.listLength)) tryNext(st, view, settings, out, 0);
+    if (!st.sendingHeld && hasUntriedEntry(st, view)) tryNext(st, view, settings, out, 0);
     else parkRound(st, view, settings, out);
     return;
   }
@@ -295,7 +314,7 @@ function tryNext<K, H>(
   st: DispatchState<K>,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
   gapMs: number,
 ): void {
   if (view.listLength === 0) {
@@ -303,12 +322,18 @@ function tryNext<K, H>(
     return;
   }
   let gap = gapMs;
-  let index = pick(view, excludedSet(st, view));
+  let index = pick(st, view, true);
   if (index === undefined && st.tried.size > 0) {
     st.tried.clear();
     st.rounds += 1;
-    gap += roundBackoffMs(st.rounds, view.now - st.arrivedAt, view.rtMaxMs, { deltaMs: settings.retryGapMs, ...settings.backoff });
-    index = pick(view, excludedSet(st, view, false));
+    // Field by field: a spread here took V8's slow path on every round of a probing request.
+    const backoff: RoundBackoffOptions = {
+      deltaMs: settings.retryGapMs,
+      maxGapMs: settings.backoff.maxGapMs,
+      urgentFraction: settings.backoff.urgentFraction,
+    };
+    gap += roundBackoffMs(st.rounds, view.now - st.arrivedAt, view.rtMaxMs, backoff);
+    index = pick(st, view, false);
   }
   index ??= randomInt(view.random, Math.max(1, Math.min(view.n, view.listLength)));
   const at = view.now + gap;
@@ -322,7 +347,7 @@ function tryNext<K, H>(
   }
   const entry = view.key(index);
   st.attempts += 1;
-  st.tried.add(entry);
+  st.tried.add(entry, index);
   st.phase = "sending";
   st.sendingIndex = index;
   st.sendingEntry = entry;
@@ -331,14 +356,27 @@ function tryNext<K, H>(
 }
 
 /** The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam). */
-function pick<K>(view: DispatchView<K>, tried: IndexSet): number | undefined {
-  return view.cost === undefined
-    ? pickBackend(view.n, view.usable, tried, view.random, view.listLength)
-    : pickCheapest(view.n, view.usable, tried, view.cost, view.random, view.listLength);
+function pick<K>(st: DispatchState<K>, view: DispatchView<K>, withTried: boolean): number | undefined {
+  if (view.cost !== undefined)
+    return pickCheapest(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view, withTried), view.cost, view.random, view.listLength);
+  const end = prefixEnd(view.n, view.usable, view.listLength);
+  return pickOutside(end, view.usable, st.tried.found, withTried ? triedIn(st, view, end) : 0, view.random);
+}
+
+/** Whether an entry of the prefix may still be tried this round. */
+function hasUntriedEntry<K>(st: DispatchState<K>, view: DispatchView<K>): boolean {
+  if (view.cost !== undefined) return hasUntried(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view), view.listLength);
+  const end = prefixEnd(view.n, view.usable, view.listLength);
+  return prefixSize(end, view.usable) > triedIn(st, view, end);
+}
+
+/** The prefix entries (before `end`) tried this round: how many, their indices ascending in st.tried.found. */
+function triedIn<K>(st: DispatchState<K>, view: DispatchView<K>, end: number): number {
+  return st.tried.size === 0 ? 0 : st.tried.indicesIn(end, view);
 }
 
 /** Late binding: park at `parkFanout` entries of the prefix for one window, or probe again if none can hold it. */
-function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: DispatchSettings, out: DispatchAction<K, H>[]): void {
+function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: DispatchSettings, out: ActionSink<K, H>): void {
   const now = view.now;
   if (pastSaving(st, view, now, Math.max(1, st.attempts))) {
     prune(st, view, out);
@@ -347,7 +385,7 @@ function parkRound<K, H>(st: DispatchState<K>, view: DispatchView<K>, settings: 
   let waitMs = Math.min(settings.parkWindowMs, st.giveUpAt - now - settings.retryGapMs);
   // With pruning the round ends when the request can no longer make it, so that it is dropped then.
   if (view.pruneServiceMs !== undefined) waitMs = Math.min(waitMs, st.arrivedAt + view.rtMaxMs - view.pruneServiceMs - now);
-  const prefix = effectivePrefix(view.n, view.usable, view.listLength);
+  const prefix = effectivePrefix(view.n, view.usable ?? EVERY_ENTRY, view.listLength);
   const cost = view.cost;
   const servable = cost === undefined ? prefix : prefix.filter((i) => cost(i) < Number.POSITIVE_INFINITY);
   const indices =
@@ -372,7 +410,7 @@ function held<K, H>(
   st: DispatchState<K>,
   ev: { readonly round: number; readonly target: number; readonly hold: H },
   view: DispatchView<K>,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   const bit = 1 << ev.target;
   if (st.phase !== "parked" || ev.round !== st.round || (st.parkOpen & bit) === 0) {
@@ -404,7 +442,7 @@ function parkEnded<K, H>(
   how: ParkEnding,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
 ): void {
   const bit = 1 << target;
   if (st.phase !== "parked" || round !== st.round || (st.parkOpen & bit) === 0) return;
@@ -426,7 +464,7 @@ function endRound<K, H>(
   st: DispatchState<K>,
   view: DispatchView<K>,
   settings: DispatchSettings,
-  out: DispatchAction<K, H>[],
+  out: ActionSink<K, H>,
   gapMs: number,
 ): void {
   st.tried.clear();
@@ -434,7 +472,7 @@ function endRound<K, H>(
   tryNext(st, view, settings, out, gapMs);
 }
 
-function withdrawOpen<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): void {
+function withdrawOpen<K, H>(st: DispatchState<K>, out: ActionSink<K, H>): void {
   if (st.parkOpen === 0) return;
   const entries: K[] = [];
   for (let i = 0; i < st.parkEntries.length; i++) if ((st.parkOpen & (1 << i)) !== 0) entries.push(st.parkEntries[i] as K);
@@ -443,17 +481,21 @@ function withdrawOpen<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): 
 }
 
 /**
- * The entries a request may not go to now: those tried this round (unless `withTried` is false) and, when the
- * view prices entries and some prefix entry can serve the request within QoS, those that cannot.
+ * With a priced view (Kairos), the entries a request may not go to now: those tried this round (unless `withTried`
+ * is false) and, when some prefix entry can serve the request within QoS, those that cannot. Asked only about
+ * usable entries of the prefix.
  */
 function excludedSet<K>(st: DispatchState<K>, view: DispatchView<K>, withTried = true): IndexSet {
-  const tried = withTried ? triedSet(st, view) : NOTHING_TRIED;
+  const usable = view.usable ?? EVERY_ENTRY;
+  const m = withTried ? triedIn(st, view, prefixEnd(view.n, view.usable, view.listLength)) : 0;
+  const found = st.tried.found;
+  const tried: IndexSet = m === 0 ? NOTHING_TRIED : { has: (i) => isAmongFirst(found, m, i) };
   const cost = view.cost;
   if (cost === undefined) return tried;
   let servable = false;
   let inPrefix = 0;
   for (let i = 0; i < view.listLength && inPrefix < view.n && !servable; i++) {
-    if (!view.usable(i)) continue;
+    if (!usable(i)) continue;
     inPrefix++;
     servable = cost(i) < Number.POSITIVE_INFINITY;
   }
@@ -461,16 +503,16 @@ function excludedSet<K>(st: DispatchState<K>, view: DispatchView<K>, withTried =
   return { has: (i) => tried.has(i) || cost(i) === Number.POSITIVE_INFINITY };
 }
 
-function triedSet<K>(st: DispatchState<K>, view: DispatchView<K>): IndexSet {
-  if (st.tried.size === 0) return NOTHING_TRIED;
-  return { has: (i) => st.tried.has(view.key(i)) };
+function isAmongFirst(xs: readonly number[], count: number, x: number): boolean {
+  for (let i = 0; i < count; i++) if (xs[i] === x) return true;
+  return false;
 }
 
 function pastSaving<K>(st: DispatchState<K>, view: DispatchView<K>, at: number, attempts: number): boolean {
   return view.pruneServiceMs !== undefined && isPastSaving(at, st.arrivedAt, view.pruneServiceMs, view.rtMaxMs, attempts);
 }
 
-function prune<K, H>(st: DispatchState<K>, view: DispatchView<K>, out: DispatchAction<K, H>[]): void {
+function prune<K, H>(st: DispatchState<K>, view: DispatchView<K>, out: ActionSink<K, H>): void {
   end(
     st,
     out,
@@ -479,13 +521,13 @@ function prune<K, H>(st: DispatchState<K>, view: DispatchView<K>, out: DispatchA
   );
 }
 
-function giveUp<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[]): void {
+function giveUp<K, H>(st: DispatchState<K>, out: ActionSink<K, H>): void {
   if (st.attempts === 0) end(st, out, "deadline-exceeded", "deadline passed before any backend was tried");
   else
     end(st, out, "unavailable", `no backend could take the request before its deadline (${st.attempts} attempts, ${st.refusals} refusals)`);
 }
 
-function end<K, H>(st: DispatchState<K>, out: DispatchAction<K, H>[], status: DispatchFailure, message: string, code?: number): void {
+function end<K, H>(st: DispatchState<K>, out: ActionSink<K, H>, status: DispatchFailure, message: string, code?: number): void {
   st.phase = "done";
   withdrawOpen(st, out);
   out.push(code === undefined ? { kind: "fail", status, message } : { kind: "fail", status, message, code });

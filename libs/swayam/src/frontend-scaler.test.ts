@@ -1,7 +1,8 @@
 import { seededRandom } from "@infergrid/core";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BURST_HEADROOM_DEFAULTS } from "./burst-headroom.js";
-import { FrontendScaler, learnedHeadroomFor, mergeSorted } from "./frontend-scaler.js";
+import { FrontendScaler, learnedHeadroomFor, mergeAscending } from "./frontend-scaler.js";
 
 const sla = { rtMaxMs: 500, slMin: 0.99, burstFactor: 1 };
 const prior = { shape: 0.0001, loc: 0, scale: 100 }; // about 100 ms, nearly deterministic
@@ -102,16 +103,38 @@ describe("FrontendScaler", () => {
   });
 });
 
-describe("mergeSorted", () => {
+describe("mergeAscending", () => {
+  const f64 = (xs: number[]) => Float64Array.from(xs);
   it("takes removed values out and puts added ones in, in order", () => {
-    const base = Float64Array.from([1, 2, 2, 3, 5]);
-    expect(Array.from(mergeSorted(base, [4, 0, 2], [2, 5]) ?? [])).toEqual([0, 1, 2, 2, 3, 4]);
-    expect(Array.from(mergeSorted(base, [], []) ?? [])).toEqual([1, 2, 2, 3, 5]);
+    const base = f64([1, 2, 2, 3, 5]);
+    expect(Array.from(mergeAscending(base, f64([0, 2, 4]), f64([2, 5])) ?? [])).toEqual([0, 1, 2, 2, 3, 4]);
+    expect(Array.from(mergeAscending(base, f64([]), f64([])) ?? [])).toEqual([1, 2, 2, 3, 5]);
   });
 
   it("gives up when a removed value is not in the base", () => {
-    expect(mergeSorted(Float64Array.from([1, 3]), [], [2])).toBeUndefined();
-    expect(mergeSorted(Float64Array.from([1, 3]), [], [4])).toBeUndefined();
+    expect(mergeAscending(f64([1, 3]), f64([]), f64([2]))).toBeUndefined();
+    expect(mergeAscending(f64([1, 3]), f64([]), f64([4]))).toBeUndefined();
+  });
+
+  it("equals a full sort of base minus removed plus added", () => {
+    // Few distinct values, so equal samples are common (exactly one copy must go per removal).
+    const value = fc.integer({ min: 0, max: 12 }).map((k) => 50 + k * 2.5);
+    fc.assert(
+      fc.property(
+        fc.array(value, { maxLength: 60 }),
+        fc.array(value, { maxLength: 30 }),
+        fc.array(fc.nat(), { maxLength: 30 }),
+        (base, added, picks) => {
+          // Remove distinct positions of the base.
+          const positions = [...new Set(picks.map((p) => p % Math.max(1, base.length)))].filter((p) => p < base.length);
+          const removed = positions.map((p) => base[p] as number);
+          const kept = base.filter((_, i) => !positions.includes(i));
+          const sorted = (xs: number[]) => f64(xs).sort();
+          const merged = mergeAscending(sorted(base), sorted(added), sorted(removed));
+          expect(merged && Array.from(merged)).toEqual(Array.from(sorted([...kept, ...added])));
+        },
+      ),
+    );
   });
 });
 

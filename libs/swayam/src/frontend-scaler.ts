@@ -24,7 +24,7 @@ import { FrontendCountEstimator } from "./frontend-count.js";
 import { SWAYAM_DEFAULTS } from "./parameters.js";
 import type { UsablePredicate } from "./prefix-dispatch.js";
 import { RateHistory } from "./rate-history.js";
-import { meanServiceTimeMs, type ServiceTime, type SizingResult } from "./response-time-model.js";
+import { ascendingServiceTime, meanServiceTimeMs, type ServiceTime, type SizingResult } from "./response-time-model.js";
 import { decideScale, initialScaleState, type ScaleReason, type ScaleState } from "./scaling-decision.js";
 
 export interface FrontendScalerOptions {
@@ -133,8 +133,11 @@ export class FrontendScaler {
    * a simulated day; the model skips its own sort for input that is already in order.
    */
   private sortedSnapshot: Float64Array | undefined;
-  private added: number[] = [];
-  private evicted: number[] = [];
+  /** Samples added and evicted since the sorted snapshot, `addedCount` and `evictedCount` of them (reused buffers). */
+  private readonly added: Float64Array;
+  private readonly evicted: Float64Array;
+  private addedCount = 0;
+  private evictedCount = 0;
   private state: ScaleState | undefined;
   /** Per instance type, its last `maxSamples` compute times (a ring) and their sum. */
   private readonly byType = new Map<string, { samples: number[]; cursor: number; sum: number }>();
@@ -167,6 +170,11 @@ export class FrontendScaler {
     this.fast = learned?.fast;
     // A service's first rate history is its onset, not a burst: rises are learned once one history is in.
     this.burst = learned ? new BurstHeadroom({ ...learned.burst, settleMs: this.opts.rateHistoryMs }) : undefined;
+    // At most half the buffer plus one is ever pending (observeReply forgets the sorted snapshot past that), and
+    // an eviction is recorded only beside an addition.
+    const pending = Math.floor(this.opts.maxSamples / 2) + 1;
+    this.added = new Float64Array(pending);
+    this.evicted = new Float64Array(pending);
   }
 
   get n(): number {
@@ -185,14 +193,14 @@ export class FrontendScaler {
     if (instanceType) this.recordTyped(instanceType, computeMs);
     if (this.samples.length < this.opts.maxSamples) this.samples.push(computeMs);
     else {
-      if (this.sortedSnapshot !== undefined) this.evicted.push(this.samples[this.sampleCursor] as number);
+      if (this.sortedSnapshot !== undefined) this.evicted[this.evictedCount++] = this.samples[this.sampleCursor] as number;
       this.samples[this.sampleCursor] = computeMs;
       this.sampleCursor = (this.sampleCursor + 1) % this.opts.maxSamples;
     }
     if (this.sortedSnapshot !== undefined) {
-      this.added.push(computeMs);
+      this.added[this.addedCount++] = computeMs;
       // Past half the buffer a merge saves little, and a sample added after the snapshot could be evicted again.
-      if (this.added.length > this.opts.maxSamples / 2) this.forgetSorted();
+      if (this.addedCount > this.opts.maxSamples / 2) this.forgetSorted();
     }
     this.samplesSinceSnapshot += 1;
   }
@@ -201,11 +209,14 @@ export class FrontendScaler {
     if (this.samples.length >= this.opts.minEmpiricalSamples) {
       if (this.snapshot?.kind !== "empirical" || this.samplesSinceSnapshot >= Math.max(10, this.opts.minEmpiricalSamples / 2)) {
         const base = this.sortedSnapshot;
-        const sorted = (base && mergeSorted(base, this.added, this.evicted)) ?? Float64Array.from(this.samples).sort();
+        const sorted =
+          (base &&
+            mergeAscending(base, this.added.subarray(0, this.addedCount).sort(), this.evicted.subarray(0, this.evictedCount).sort())) ??
+          Float64Array.from(this.samples).sort();
         this.sortedSnapshot = sorted;
-        this.added = [];
-        this.evicted = [];
-        this.snapshot = { kind: "empirical", samplesMs: sorted };
+        this.addedCount = 0;
+        this.evictedCount = 0;
+        this.snapshot = ascendingServiceTime(sorted);
         this.samplesSinceSnapshot = 0;
       }
       return this.snapshot;
@@ -261,8 +272,8 @@ export class FrontendScaler {
 
   private forgetSorted(): void {
     this.sortedSnapshot = undefined;
-    this.added = [];
-    this.evicted = [];
+    this.addedCount = 0;
+    this.evictedCount = 0;
   }
 
   decide(now: number, inputs: FrontendScaleInputs): FrontendScaleOutcome {
@@ -285,10 +296,12 @@ export class FrontendScaler {
       state: this.state,
       predictedGlobalRate: globalRatePerSec,
       burstFactor: inputs.sla.burstFactor,
+      // One shape whatever is given (absent fields undefined): conditional spreads here made V8 copy the objects
+      // the slow way on every decision.
       headroomRate,
       sizing: {
         serviceTime,
-        ...(weights ? { entryWeights: weights } : {}),
+        entryWeights: weights || undefined,
         rtMaxMs: inputs.sla.rtMaxMs,
         slMin: inputs.sla.slMin,
         probeCostMs: this.opts.probeCostMs,
@@ -297,7 +310,7 @@ export class FrontendScaler {
       listLength: inputs.listLength,
       minWarm: inputs.minWarm,
       scaleInCooldownMs: this.opts.scaleInCooldownMs,
-      ...(inputs.usable ? { usable: inputs.usable } : {}),
+      usable: inputs.usable,
     });
     this.state = state;
     return {
@@ -314,15 +327,13 @@ export class FrontendScaler {
 }
 
 /**
- * `base` (ascending) with the values of `removed` taken out and those of `added` put in, ascending; undefined if
- * a removed value is not in base (the caller then sorts from scratch). Typed arrays throughout: building a
- * plain array element by element, or sorting one with a comparator, cost as much as the sort this replaces.
+ * `base` with the values of `removed` taken out and those of `added` put in, all three ascending; undefined if a
+ * removed value is not in base (the caller then sorts from scratch). Typed arrays throughout: building a plain
+ * array element by element, or sorting one with a comparator, cost as much as the sort this replaces.
  */
-export function mergeSorted(base: Float64Array, added: readonly number[], removed: readonly number[]): Float64Array | undefined {
-  const add = Float64Array.from(added).sort();
-  const del = Float64Array.from(removed).sort();
-  const nAdd = add.length;
-  const nDel = del.length;
+export function mergeAscending(base: Float64Array, added: Float64Array, removed: Float64Array): Float64Array | undefined {
+  const nAdd = added.length;
+  const nDel = removed.length;
   const out = new Float64Array(base.length + nAdd - nDel);
   let o = 0;
   let a = 0;
@@ -330,17 +341,17 @@ export function mergeSorted(base: Float64Array, added: readonly number[], remove
   for (let i = 0; i < base.length; i++) {
     const v = base[i] as number;
     if (d < nDel) {
-      const r = del[d] as number;
+      const r = removed[d] as number;
       if (r < v) return undefined;
       if (r === v) {
         d++;
         continue;
       }
     }
-    while (a < nAdd && (add[a] as number) < v) out[o++] = add[a++] as number;
+    while (a < nAdd && (added[a] as number) < v) out[o++] = added[a++] as number;
     out[o++] = v;
   }
   if (d < nDel) return undefined;
-  while (a < nAdd) out[o++] = add[a++] as number;
+  while (a < nAdd) out[o++] = added[a++] as number;
   return out;
 }

@@ -14,3 +14,4 @@ export * from "./response-time-model.js";
 export * from "./round-backoff.js";
 export * from "./scaling-decision.js";
 export * from "./sla-accounting.js";
+export * from "./tried-entries.js";

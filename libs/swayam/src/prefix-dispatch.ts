@@ -61,6 +61,60 @@ export function pickBackend(
   return undefined;
 }
 
+/** Every entry usable: what a view without a `usable` predicate means. */
+export const EVERY_ENTRY: UsablePredicate = () => true;
+
+/** Where the prefix of the first n usable entries ends in the list (exclusive); `usable` undefined: every entry is. */
+export function prefixEnd(n: number, usable: UsablePredicate | undefined, listLength: number): number {
+  if (usable === undefined) return Math.max(0, Math.min(n, listLength));
+  let inPrefix = 0;
+  let end = 0;
+  for (; end < listLength && inPrefix < n; end++) if (usable(end)) inPrefix++;
+  return end;
+}
+
+/** The usable entries before `end` (prefixEnd's): the prefix's size. */
+export function prefixSize(end: number, usable: UsablePredicate | undefined): number {
+  if (usable === undefined) return end;
+  let size = 0;
+  for (let i = 0; i < end; i++) if (usable(i)) size++;
+  return size;
+}
+
+/**
+ * pickBackend with the excluded entries given as the first `excludedCount` of `excluded`, ascending list indices of
+ * usable entries before `end` (prefixEnd's): the same entry for the same random draw, and undefined when none is
+ * left. With every entry usable (`usable` undefined) it costs O(excluded), not O(prefix): the simulator's long
+ * prefixes, probed entry after entry, made the scan its largest cost.
+ */
+export function pickOutside(
+  end: number,
+  usable: UsablePredicate | undefined,
+  excluded: readonly number[],
+  excludedCount: number,
+  random: Random,
+): number | undefined {
+  const candidates = prefixSize(end, usable) - excludedCount;
+  if (candidates <= 0) return undefined;
+  let chosen = randomInt(random, candidates);
+  if (usable === undefined) {
+    // The chosen-th index of [0, end) once the excluded ones are skipped: each excluded index at or below it shifts it.
+    for (let e = 0; e < excludedCount && (excluded[e] as number) <= chosen; e++) chosen++;
+    return chosen;
+  }
+  let e = 0;
+  for (let i = 0; i < end; i++) {
+    if (!usable(i)) continue;
+    if (e < excludedCount && excluded[e] === i) {
+      e++;
+      continue;
+    }
+    if (chosen === 0) return i;
+    chosen--;
+  }
+  return undefined;
+}
+
 /**
  * List indices of the usable entries of rank fromRank..toRank-1 (0-based ranks among usable entries).
  * usableRange(0, n) is the effective prefix; usableRange(nOld, nNew) the entries to warm on a scale-out.

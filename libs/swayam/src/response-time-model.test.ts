@@ -12,6 +12,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type AttainmentParams,
+  ascendingServiceTime,
   attainment,
   meanServiceTimeMs,
   prefixCapacity,
@@ -368,6 +369,39 @@ describe("sizeBackends", () => {
     reused.samplesMs[0] = 50;
     // Mean 87.5 ms; a quarter of requests fit 8 probes, the rest 3.
     expect(attainment({ ...base, serviceTime: reused }, 7)).toBeCloseTo(0.25 * (1 - (1.75 / 7) ** 9) + 0.75 * (1 - (1.75 / 7) ** 4), 12);
+  });
+
+  it("an empirical sample's convolution is the sum over the probe grid of its step CDF, grid after grid", () => {
+    const sample = fc.array(fc.integer({ min: 40, max: 400 }), { minLength: 1, maxLength: 60 });
+    fc.assert(
+      fc.property(sample, fc.double({ min: 0.01, max: 0.95, noNaN: true }), fc.integer({ min: 1, max: 30 }), (xs, rho, cost) => {
+        const serviceTime = ascendingServiceTime(Float64Array.from(xs).sort());
+        const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+        const F = (x: number) => xs.filter((v) => v <= x).length / xs.length;
+        // Two budgets on the same samples: each grid is filled from the top, the second after the first.
+        for (const rtMaxMs of [500, 260]) {
+          let expected = 0;
+          for (let k = 0; rtMaxMs - 1 - k * cost >= Math.min(...xs); k++) expected += (1 - rho) * rho ** k * F(rtMaxMs - 1 - k * cost);
+          const params = { ratePerSec: (rho * 1000) / mean, serviceTime, rtMaxMs, slMin: 0.99, probeCostMs: cost, fixedDelayMs: 1 };
+          expect(attainment(params, 1)).toBeCloseTo(Math.min(1, expected), 9);
+        }
+      }),
+    );
+  });
+
+  it("sizes samples handed over in order exactly as the same samples given plainly", () => {
+    const sample = fc.array(fc.double({ min: 1, max: 400, noNaN: true }), { minLength: 1, maxLength: 80 });
+    fc.assert(
+      fc.property(sample, fc.double({ min: 0, max: 200, noNaN: true }), (xs, rate) => {
+        const base = { ratePerSec: rate, rtMaxMs: 500, slMin: 0.99, probeCostMs: 6, fixedDelayMs: 1, maxN: 200 };
+        const plain = { kind: "empirical" as const, samplesMs: xs };
+        const ordered = ascendingServiceTime(Float64Array.from(xs).sort());
+        expect(sizeBackends({ ...base, serviceTime: ordered })).toEqual(sizeBackends({ ...base, serviceTime: plain }));
+        expect(meanServiceTimeMs(ordered)).toBe(meanServiceTimeMs(plain));
+      }),
+    );
+    expect(() => ascendingServiceTime(Float64Array.from([2, 1]))).toThrow(RangeError);
+    expect(() => ascendingServiceTime(new Float64Array(0))).toThrow(RangeError);
   });
 });
 

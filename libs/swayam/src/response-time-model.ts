@@ -77,6 +77,8 @@ interface PreparedServiceTime {
   /** Below this, F_S is 0. */
   minMs: number;
   cdf: (x: number) => number;
+  /** An empirical distribution's samples, ascending (undefined for a lognormal). */
+  sorted: Float64Array | undefined;
   /** F_S on the probe grid budget - (k - 1) * cost, per (budget, cost), filled lazily. */
   grids: Map<string, CdfGrid>;
   /** The grid used last and its (budget, cost): sizing asks for the same one ~10 times in a row. */
@@ -86,9 +88,17 @@ interface PreparedServiceTime {
 }
 
 interface CdfGrid {
-  values: number[];
+  /** The first `length` points' values (a typed array grown by doubling: a plain one boxed every value it took). */
+  values: Float64Array;
+  length: number;
   /** The grid has reached the bottom of S's support: every further value is 0. */
   complete: boolean;
+  /**
+   * Empirical only: how many samples are <= the grid's last point. Points fall as the grid grows, so the next
+   * count is found by stepping down from this one (each sample passed once per grid) instead of by a binary
+   * search per point, which was most of what a renewed snapshot cost the simulator.
+   */
+  atOrBelow: number;
 }
 
 // Sorting an empirical sample (and filling CDF grids) on every call would dominate the simulator's cost, so
@@ -106,7 +116,7 @@ function prepare(s: ServiceTime): PreparedServiceTime {
     let p = preparedLognormal.get(s.dist);
     if (p === undefined) {
       const d = { ...s.dist };
-      p = { meanMs: lognormalMean(d), minMs: d.loc, cdf: (x) => lognormalCdf(d, x), grids: new Map(), ...NO_LAST_GRID };
+      p = { meanMs: lognormalMean(d), minMs: d.loc, cdf: (x) => lognormalCdf(d, x), sorted: undefined, grids: new Map(), ...NO_LAST_GRID };
       preparedLognormal.set(s.dist, p);
     }
     return p;
@@ -115,21 +125,40 @@ function prepare(s: ServiceTime): PreparedServiceTime {
   const cached = preparedEmpirical.get(s);
   if (cached !== undefined && cached.length === length) return cached;
   if (length === 0) throw new RangeError("empirical service time needs at least one sample");
-  // FrontendScaler hands over its samples in order already; checking is linear, sorting is not.
   const sorted = s.samplesMs instanceof Float64Array ? s.samplesMs.slice() : Float64Array.from(s.samplesMs);
   if (!isAscending(sorted)) sorted.sort();
+  const p = preparedAscending(sorted);
+  preparedEmpirical.set(s, p);
+  return p;
+}
+
+/** The prepared form of samples in ascending order, which it keeps (the caller must not change them). */
+function preparedAscending(sorted: Float64Array): PreparedServiceTime & { length: number } {
+  const length = sorted.length;
   let sum = 0;
-  for (const x of sorted) sum += x;
-  const p = {
+  for (let i = 0; i < length; i++) sum += sorted[i] as number;
+  return {
     meanMs: sum / length,
     minMs: sorted[0] ?? 0,
     cdf: (x: number) => upperBound(sorted, x) / length,
+    sorted,
     grids: new Map(),
     ...NO_LAST_GRID,
     length,
   };
-  preparedEmpirical.set(s, p);
-  return p;
+}
+
+/**
+ * An empirical service time over samples already in ascending order that nobody changes afterwards (FrontendScaler
+ * renews its snapshot as a new array): prepared as it is, without the defensive copy and the order check, which
+ * cost the simulator as much as the sizing itself. Sizes exactly as `{ kind: "empirical", samplesMs }` does.
+ */
+export function ascendingServiceTime(samplesMs: Float64Array): ServiceTime {
+  if (samplesMs.length === 0) throw new RangeError("empirical service time needs at least one sample");
+  if (!isAscending(samplesMs)) throw new RangeError("ascendingServiceTime: samples not in ascending order");
+  const s: ServiceTime = { kind: "empirical", samplesMs };
+  preparedEmpirical.set(s, preparedAscending(samplesMs));
+  return s;
 }
 
 /**
@@ -145,7 +174,7 @@ function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid 
       const oldest = p.grids.keys().next();
       if (oldest.done !== true) p.grids.delete(oldest.value);
     }
-    grid = { values: [], complete: false };
+    grid = newGrid(p);
     p.grids.set(key, grid);
   }
   p.lastGrid = grid;
@@ -155,6 +184,30 @@ function gridFor(p: PreparedServiceTime, budget: number, cost: number): CdfGrid 
 }
 
 const NO_LAST_GRID = { lastGrid: undefined, lastBudget: Number.NaN, lastCost: Number.NaN } as const;
+
+/** Points a new grid has room for: about a sizing's worth at a 6 ms probe cost. */
+const GRID_START = 128;
+
+function newGrid(p: PreparedServiceTime): CdfGrid {
+  return { values: new Float64Array(GRID_START), length: 0, complete: false, atOrBelow: p.sorted?.length ?? 0 };
+}
+
+function growGrid(grid: CdfGrid): Float64Array {
+  const values = new Float64Array(grid.values.length * 2);
+  values.set(grid.values);
+  grid.values = values;
+  return values;
+}
+
+/** F_S at x, the grid's next point (below its last): what p.cdf(x) gives, found from the grid's last count. */
+function nextGridValue(p: PreparedServiceTime, grid: CdfGrid, x: number): number {
+  const sorted = p.sorted;
+  if (sorted === undefined || Number.isNaN(x)) return p.cdf(x);
+  let count = grid.atOrBelow;
+  while (count > 0 && (sorted[count - 1] as number) > x) count--;
+  grid.atOrBelow = count;
+  return count / sorted.length;
+}
 
 /** In ascending order (NaN anywhere fails, so such input takes the typed-array sort, which puts NaN last). */
 function isAscending(xs: Float64Array): boolean {
@@ -189,10 +242,15 @@ export function prefixCapacity(n: number, weights?: readonly number[]): number {
 
 /** rho = lambda E[S] / n, or over the prefix's capacity when entries are weighted (may be >= 1: no steady state). */
 export function utilisation(params: Pick<AttainmentParams, "ratePerSec" | "serviceTime" | "entryWeights">, n: number): number {
+  return utilisationOf(params, prepare(params.serviceTime), n);
+}
+
+/** utilisation with the service time already prepared (sizing asks for it at every n it tries). */
+function utilisationOf(params: Pick<AttainmentParams, "ratePerSec" | "entryWeights">, p: PreparedServiceTime, n: number): number {
   if (params.ratePerSec <= 0) return 0;
   const capacity = prefixCapacity(n, params.entryWeights);
   if (!(capacity > 0)) return Number.POSITIVE_INFINITY;
-  return (params.ratePerSec * prepare(params.serviceTime).meanMs) / (1000 * capacity);
+  return (params.ratePerSec * p.meanMs) / (1000 * capacity);
 }
 
 /** The smallest n >= minN whose capacity exceeds the offered load and keeps rho <= maxRho. */
@@ -220,22 +278,24 @@ function attainmentAt(
   if (!(rho < 1)) return 0;
   const budget = rtMaxMs - fixedDelayMs;
   if (rho <= 0 || probeCostMs <= 0) return p.cdf(budget);
-  const grid = cached ? gridFor(p, budget, probeCostMs) : { values: [], complete: false };
-  const values = grid.values;
+  const grid = cached ? gridFor(p, budget, probeCostMs) : newGrid(p);
+  let values = grid.values;
   let total = 0;
   let weight = 1 - rho; // P(K = k)
   let tail = rho; // P(K > k), a bound on all the terms left
   for (let i = 0; i < MAX_TERMS; i++) {
-    if (i >= values.length) {
+    if (i >= grid.length) {
       if (grid.complete) break;
       const x = budget - i * probeCostMs;
       if (x < p.minMs) {
         grid.complete = true;
         break;
       }
-      values.push(p.cdf(x));
+      if (i === values.length) values = growGrid(grid);
+      values[i] = nextGridValue(p, grid, x);
+      grid.length = i + 1;
     }
-    total += weight * (values[i] ?? 0);
+    total += weight * (values[i] as number);
     if (tail < TAIL_EPSILON) break;
     weight *= rho;
     tail *= rho;
@@ -285,23 +345,25 @@ export function responseTimeQuantile(params: AttainmentParams, n: number, p: num
 export function sizeBackends(params: SizingParams): SizingResult {
   const minN = Math.max(1, Math.ceil(params.minN ?? 1));
   const maxN = Math.floor(params.maxN);
-  const needed = smallestSufficientN(params, minN);
+  const prepared = prepare(params.serviceTime);
+  const needed = smallestSufficientN(params, prepared, minN);
   const n = Math.max(0, Math.min(needed, maxN));
-  const attained = n > 0 ? attainment(params, n) : 0;
+  const rho = utilisationOf(params, prepared, n);
+  const attained = n > 0 ? attainmentAt(prepared, rho, params.rtMaxMs, params.probeCostMs, params.fixedDelayMs ?? 0) : 0;
   const feasible = needed <= maxN && attained >= params.slMin;
   return {
     n,
     feasible,
     attainment: attained,
     shortfall: feasible ? 0 : Math.max(0, needed - Math.max(0, maxN)),
-    utilisation: utilisation(params, n),
+    utilisation: rho,
   };
 }
 
-function smallestSufficientN(params: SizingParams, minN: number): number {
-  const prepared = prepare(params.serviceTime);
+function smallestSufficientN(params: SizingParams, prepared: PreparedServiceTime, minN: number): number {
   const fixed = params.fixedDelayMs ?? 0;
-  const meets = (n: number) => attainmentAt(prepared, utilisation(params, n), params.rtMaxMs, params.probeCostMs, fixed) >= params.slMin;
+  const meets = (n: number) =>
+    attainmentAt(prepared, utilisationOf(params, prepared, n), params.rtMaxMs, params.probeCostMs, fixed) >= params.slMin;
   const maxRho = Math.min(1, params.maxUtilisation ?? 1);
   if (!(maxRho > 0)) throw new RangeError(`maxUtilisation must be in (0, 1], got ${params.maxUtilisation}`);
   // As n grows, rho -> 0 and attainment -> F_S(RT_max - fixed): if even that misses SL_min, nothing will do.

@@ -3,6 +3,7 @@ import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { SERVICE_NODE_FLAGS } from "@infergrid/runtime";
 
 /** The repository root, from this file (src/ or dist/ of libs/testkit). */
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -47,7 +48,7 @@ process.once("exit", () => {
 export interface StartServiceOptions {
   name?: string;
   args?: string[];
-  /** Options for node itself, before the entry (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
+  /** Options for node itself after the services' own (SERVICE_NODE_FLAGS), before the entry (e.g. `--cpu-prof`, which NODE_OPTIONS may not carry). */
   nodeArgs?: string[];
   env?: Record<string, string>;
   readyTimeoutMs?: number;
@@ -59,7 +60,7 @@ export interface StartServiceOptions {
 export async function startService(service: ServiceName | { entry: string }, options: StartServiceOptions = {}): Promise<ServiceProcess> {
   const entry = typeof service === "string" ? serviceEntry(service) : service.entry;
   const name = options.name ?? (typeof service === "string" ? service : entry);
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), entry, ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, ...(options.nodeArgs ?? []), entry, ...(options.args ?? [])], {
     env: { ...process.env, INFERGRID_LOG_LEVEL: "info", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });

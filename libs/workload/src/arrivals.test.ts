@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { seededRandom } from "@infergrid/core";
 import { describe, expect, it } from "vitest";
-import { type Arrival, arrivalSchedule, expectedRate, replayDurationMs } from "./arrivals.js";
+import { type Arrival, ArrivalCursor, arrivalSchedule, expectedRate, replayDurationMs } from "./arrivals.js";
 import { readTraceFile } from "./read.js";
 import { makeTrace, type Trace } from "./trace.js";
 
@@ -133,5 +133,25 @@ describe.skipIf(!faroPresent)("arrivalSchedule over the Faro trace", () => {
     expect(Math.abs(n - 2_675_770)).toBeLessThan(10_000);
     expect(Math.abs(cluster0 - 343_187)).toBeLessThan(3_000);
     expect(last).toBeLessThan(360_000);
+  });
+});
+
+describe("ArrivalCursor", () => {
+  it("walks arrivals in time order, each job by its index in the jobs asked for, then stays exhausted", () => {
+    const trace = constantTrace({ a: 30, b: 0, c: 12 }, 5);
+    const jobs = ["c", "b", "a"];
+    const cursor = new ArrivalCursor(trace, { random: seededRandom(4), jobs, mode: "exact" });
+    const seen = new Map<string, number>();
+    let last = Number.NEGATIVE_INFINITY;
+    while (cursor.advance()) {
+      expect(cursor.atMs).toBeGreaterThanOrEqual(last);
+      last = cursor.atMs;
+      expect(jobs[cursor.jobIndex]).toBe(cursor.job);
+      seen.set(cursor.job, (seen.get(cursor.job) ?? 0) + 1);
+    }
+    // Exact mode: the trace's counts, 5 minutes of them.
+    expect(Object.fromEntries(seen)).toEqual({ a: 150, c: 60 });
+    expect(cursor.advance()).toBe(false);
+    expect(new ArrivalCursor(trace, { random: seededRandom(4), jobs: [] }).advance()).toBe(false);
   });
 });

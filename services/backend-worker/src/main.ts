@@ -2,6 +2,7 @@ import { JobStore, type MemberHandle, ServiceRegistry, serveMember, subjects } f
 import { createModelRuntime } from "@infergrid/models";
 import { BackendServingDefinition, backend, control, type DecodedExecuteRequest } from "@infergrid/proto";
 import {
+  addServiceWithMultiplex,
   GrpcStatusError,
   grpc,
   peerIdentity,
@@ -129,65 +130,71 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     role: "backend",
     maxReceiveMessageBytes: config.maxRequestBytes,
     heartbeatExtra: () => ({ backend: { ...worker.report(), ...jobRunner.report() }, instanceType: config.instanceType }),
+    // Every method also over the frontends' multiplexed streams (runtime multiplex.ts), the same handlers.
     register: (server) =>
-      server.addService(BackendServingDefinition, {
-        Execute: frontendsOnly(
-          "Execute",
-          unaryHandler(logger, async (req: DecodedExecuteRequest, call) => {
-            // A frontend speaks for itself only: the ids it calls with are what n_F counts.
-            const caller = config.grpcPeerRoles ? peerIdentity(call) : undefined;
-            if (caller && req.frontendId !== caller.id)
-              throw new GrpcStatusError(
-                grpc.status.PERMISSION_DENIED,
-                `frontend_id ${JSON.stringify(req.frontendId)} is not the caller's identity ${JSON.stringify(caller.id)}`,
+      addServiceWithMultiplex(
+        server,
+        BackendServingDefinition,
+        {
+          Execute: frontendsOnly(
+            "Execute",
+            unaryHandler(logger, async (req: DecodedExecuteRequest, call) => {
+              // A frontend speaks for itself only: the ids it calls with are what n_F counts.
+              const caller = config.grpcPeerRoles ? peerIdentity(call) : undefined;
+              if (caller && req.frontendId !== caller.id)
+                throw new GrpcStatusError(
+                  grpc.status.PERMISSION_DENIED,
+                  `frontend_id ${JSON.stringify(req.frontendId)} is not the caller's identity ${JSON.stringify(caller.id)}`,
+                );
+              // grpc-js also emits "cancelled" when an answered call's stream closes: only a caller gone before the answer counts.
+              let answered = false;
+              const reply = await worker.execute(req, (leave) =>
+                call.once("cancelled", () => {
+                  if (!answered) leave();
+                }),
               );
-            // grpc-js also emits "cancelled" when an answered call's stream closes: only a caller gone before the answer counts.
-            let answered = false;
-            const reply = await worker.execute(req, (leave) =>
-              call.once("cancelled", () => {
-                if (!answered) leave();
-              }),
-            );
-            answered = true;
-            executed.inc({ status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
-            return reply;
-          }),
-        ),
-        WarmUp: frontendsOnly(
-          "WarmUp",
-          unaryHandler(logger, async (req) => worker.warmUp(req)),
-        ),
-        Park: frontendsOnly(
-          "Park",
-          unaryHandler(logger, async (req, call) => {
-            const withdrawn = new AbortController();
-            call.on("cancelled", () => withdrawn.abort());
-            const reply = await worker.park(req, withdrawn.signal);
-            parks.inc({ status: backend.ParkStatus[reply.status ?? 0] ?? "UNKNOWN" });
-            return reply;
-          }),
-        ),
-        Release: frontendsOnly(
-          "Release",
-          unaryHandler(logger, async (req) => worker.releaseHold(req)),
-        ),
-        Resize: requirePeerRole(
-          config.grpcPeerRoles,
-          ["allocator"],
-          "Resize",
-          unaryHandler(logger, async (req, call) => {
-            try {
-              const reply = await worker.resize(req, call.metadata);
-              resizes.inc({ outcome: "ok" });
-              member?.heartbeat.beat();
+              answered = true;
+              executed.inc({ status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
               return reply;
-            } catch (err) {
-              resizes.inc({ outcome: grpc.status[statusOf(err).code] ?? "UNKNOWN" });
-              throw err;
-            }
-          }),
-        ),
-      }),
+            }),
+          ),
+          WarmUp: frontendsOnly(
+            "WarmUp",
+            unaryHandler(logger, async (req) => worker.warmUp(req)),
+          ),
+          Park: frontendsOnly(
+            "Park",
+            unaryHandler(logger, async (req, call) => {
+              const withdrawn = new AbortController();
+              call.on("cancelled", () => withdrawn.abort());
+              const reply = await worker.park(req, withdrawn.signal);
+              parks.inc({ status: backend.ParkStatus[reply.status ?? 0] ?? "UNKNOWN" });
+              return reply;
+            }),
+          ),
+          Release: frontendsOnly(
+            "Release",
+            unaryHandler(logger, async (req) => worker.releaseHold(req)),
+          ),
+          Resize: requirePeerRole(
+            config.grpcPeerRoles,
+            ["allocator"],
+            "Resize",
+            unaryHandler(logger, async (req, call) => {
+              try {
+                const reply = await worker.resize(req, call.metadata);
+                resizes.inc({ outcome: "ok" });
+                member?.heartbeat.beat();
+                return reply;
+              } catch (err) {
+                resizes.inc({ outcome: grpc.status[statusOf(err).code] ?? "UNKNOWN" });
+                throw err;
+              }
+            }),
+          ),
+        },
+        logger,
+      ),
   });
   const idleTimer = setInterval(() => worker.checkIdle(), Math.max(50, Math.min(1000, config.idleTimeoutMs / 10)));
 

@@ -1,7 +1,7 @@
 import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
-import { ClientCache, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
+import { addServiceWithMultiplex, ClientCache, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
 import { PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
@@ -62,16 +62,22 @@ await runService("frontend", frontendConfig, async (ctx) => {
   const member = await serveMember(ctx, {
     role: "frontend",
     maxReceiveMessageBytes: config.maxRequestBytes,
+    // Infer also over the broker's multiplexed stream (runtime multiplex.ts), the same handler.
     register: (server) =>
-      server.addService(RoutedInferenceDefinition, {
-        // With --grpc-peer-roles: the broker, or clients given a direct-client identity (README, "Direct mode").
-        Infer: requirePeerRole(
-          config.grpcPeerRoles,
-          ["broker", "direct-client"],
-          "Infer",
-          unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())),
-        ),
-      }),
+      addServiceWithMultiplex(
+        server,
+        RoutedInferenceDefinition,
+        {
+          // With --grpc-peer-roles: the broker, or clients given a direct-client identity (README, "Direct mode").
+          Infer: requirePeerRole(
+            config.grpcPeerRoles,
+            ["broker", "direct-client"],
+            "Infer",
+            unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())),
+          ),
+        },
+        logger,
+      ),
   });
 
   return {

@@ -7,6 +7,8 @@ import {
   type TypedCapacityPlan,
 } from "@infergrid/allocation";
 import { instanceIdProblem, MembershipTable } from "@infergrid/control-plane";
+import { lognormalMean } from "@infergrid/core";
+import type { ServiceLoad } from "@infergrid/fapes";
 import { servingProblem } from "@infergrid/kairos";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
@@ -55,6 +57,13 @@ export interface AllocatorOptions {
   listTarget?: (service: string) => ListTarget | undefined;
   /** Best-effort jobs on loaned backends (FaPES): the job store and the loan settings; undefined: no loaning. */
   jobs?: { store: JobsPort; loan: LoanOptions; onPreempted?(job: string): void };
+  /**
+   * The loans' `floors` rule: a service's share of the slow loop's plan, the rate its frontends reported over the
+   * last lead time and its mean service time (undefined: unknown), and the allocation policy with the shares
+   * raised to the floors (libs/fapes withFloors), so that each floor is kept by its own service's list.
+   */
+  loadOf?: (service: string, now: number) => { share?: number; ratePerS?: number; serviceTimeMs?: number };
+  policyWithFloors?: (floors: ReadonlyMap<string, number>) => AllocationPolicy;
 }
 
 interface ServiceRecord {
@@ -633,21 +642,24 @@ export class Allocator {
         demand: this.lastDemand,
         inUse: [...listed].filter((id) => this.inUse(id)).length,
         stateOf: (id) => this.pool.get(id)?.info.state,
+        services: this.serviceLoads(names, now),
       });
     }
+    const floors = this.loans?.floors() ?? new Map<string, number>();
     const lent = this.loans?.held() ?? new Set<string>();
     // Jobs want backends that sit unused in lists: the lists give up idle tail entries (never one in use, never
     // below the spec's floor, never a Themis-sized list), which are lent once out of them.
     for (const n of names) {
       if (toFree <= 0 || this.options.listTarget?.(n)) continue;
       const list = cleaned.get(n) ?? [];
-      const floor = this.services.get(n)?.entry.spec?.minBackends ?? 0;
+      const floor = Math.max(this.services.get(n)?.entry.spec?.minBackends ?? 0, floors.get(n) ?? 0);
       while (toFree > 0 && list.length > floor && !this.inUse(list.at(-1) as string)) {
         list.pop();
         toFree--;
       }
     }
-    const decision = this.options.policy({
+    const policy = floors.size > 0 && this.options.policyWithFloors ? this.options.policyWithFloors(floors) : this.options.policy;
+    const decision = policy({
       services: names.map((n) => {
         const spec = this.services.get(n)?.entry.spec;
         const filter = accepts.get(n);
@@ -830,6 +842,32 @@ export class Allocator {
   }
 
   /** Warm, busy or loading: serving its service, or about to. */
+  /** What the loans' `floors` rule reads of each service (its spec's SLO, the plan's share, the reported rate). */
+  private serviceLoads(names: readonly string[], now: number): ServiceLoad[] {
+    const out: ServiceLoad[] = [];
+    for (const n of names) {
+      const spec = this.services.get(n)?.entry.spec;
+      const sloMs = spec?.sla?.latencyThresholdMs ?? 0;
+      const percentile = spec?.sla?.percentile ?? 99;
+      if (!(sloMs > 0) || !(percentile > 0 && percentile < 100)) continue;
+      const load = this.options.loadOf?.(n, now);
+      const profile = spec?.model?.profile;
+      const profileMs =
+        (profile?.scaleMs ?? 0) > 0
+          ? lognormalMean({ shape: profile?.shape ?? 0, loc: profile?.locMs ?? 0, scale: profile?.scaleMs ?? 0 })
+          : 0;
+      out.push({
+        name: n,
+        share: load?.share,
+        ratePerS: load?.ratePerS,
+        serviceMs: load?.serviceTimeMs !== undefined && load.serviceTimeMs > 0 ? load.serviceTimeMs : profileMs,
+        sloMs,
+        percentile,
+      });
+    }
+    return out;
+  }
+
   private inUse(id: string): boolean {
     const state = this.pool.get(id)?.info.state;
     return (

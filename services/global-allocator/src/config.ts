@@ -188,10 +188,10 @@ export const allocatorConfig = z.object({
     .default("on")
     .describe("best-effort jobs (FaPES): lend backends inference does not need to submitted jobs, and reclaim them when it does"),
   loanNeed: z
-    .enum(["auto", "plan-headroom", "plan-in-use-headroom", "plan"])
+    .enum(["auto", "floors", "plan-headroom", "plan-in-use-headroom", "plan"])
     .default("auto")
     .describe(
-      "what inference keeps before lending: its plan plus the learned headroom (auto with --policy faro, whose plan follows the load); the larger of its plan and the backends it uses, plus the headroom (auto with --policy static, whose plan does not); or the plan alone (FaPES)",
+      "what inference keeps before lending: per service, the larger of its share and what its reported rate needs, held --loan-hold-ms on a fall, with 2 spare (floors: auto with --policy faro, whose plan follows the load); its plan plus the learned headroom; the larger of its plan and the backends it uses, plus the headroom (auto with --policy static, whose plan does not); or the plan alone (FaPES)",
     ),
   loanReclaim: z
     .enum(["fewest-preemptions", "fapes-greedy", "random"])

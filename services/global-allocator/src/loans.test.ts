@@ -1,3 +1,4 @@
+import { FLOORS_SPARE, rateNeed } from "@infergrid/fapes";
 import { backend, control } from "@infergrid/proto";
 import { createLogger, GrpcStatusError } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
@@ -99,6 +100,71 @@ describe("the allocator's loans", () => {
     for (const id of loans.held()) loans.onBackendReport(id, { job: "", state: B.BACKEND_STATE_COLD });
     expect(await loans.step(3_000, view({ inUse: 4 }))).toBe(0);
     expect(loans.held().size).toBe(0);
+  });
+
+  it("under the floors rule keeps each service's floor and a spare, and takes loans back when a service's rate rises", async () => {
+    const store = new MemoryJobs();
+    const assigned = new Map<string, string>();
+    const loans = new LoanManager(
+      store,
+      async (id, job) => {
+        assigned.set(id, job);
+      },
+      logger,
+      {
+        ...LOAN_DEFAULTS,
+        need: "floors",
+        holdMs: 60_000,
+        progressPeriodMs: 0,
+        headroom: { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 },
+      },
+    );
+    const ids = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"];
+    const svc = (name: string, share: number | undefined, ratePerS: number) => ({
+      name,
+      share,
+      ratePerS,
+      serviceMs: 165,
+      sloMs: 720,
+      percentile: 99,
+    });
+    const view = (services: LoanView["services"]): LoanView => ({
+      live: ids,
+      free: ids.filter((id) => !loans.held().has(id)).slice(3),
+      demand: 3,
+      inUse: 3,
+      stateOf: () => B.BACKEND_STATE_BUSY,
+      services,
+    });
+    // No job: no floors, the lists follow the plan alone.
+    await loans.step(500, view([svc("s", 2, 0), svc("t", 1, 0)]));
+    expect(loans.floors().size).toBe(0);
+    await loans.submit(spec("a", { maxBackends: 8 }), 0);
+    // A service the plan has not reached yet: nothing is lent.
+    await loans.step(1_000, view([svc("s", 2, 0), svc("t", undefined, 0)]));
+    expect(loans.held().size).toBe(0);
+    // Floors 2 + 1 and the spare: 8 - 3 - FLOORS_SPARE lent.
+    await loans.step(2_000, view([svc("s", 2, 0), svc("t", 1, 0)]));
+    expect(loans.get("a").backends).toHaveLength(8 - 3 - FLOORS_SPARE);
+    expect(loans.floors()).toEqual(
+      new Map([
+        ["s", 2],
+        ["t", 1],
+      ]),
+    );
+    // s's frontends report 24 req/s before the plan moves: its floor is Faro's M/D/c need at that rate, and the
+    // loans beyond floors and spare come back at this step.
+    const burst = rateNeed(svc("s", 2, 24));
+    expect(burst).toBeGreaterThan(3);
+    await loans.step(4_000, view([svc("s", 2, 24), svc("t", 1, 0)]));
+    expect(loans.floors().get("s")).toBe(burst);
+    expect(loans.inferenceNeed()).toBe(burst + 1);
+    // Taken back down to what is left beyond the need (not the need plus the spare).
+    expect(loans.get("a").backends).toHaveLength(8 - burst - 1);
+    expect(loans.get("a").preemptions).toBe(1);
+    // The rate falls: the floor holds for the window, so nothing is lent again yet.
+    await loans.step(6_000, view([svc("s", 2, 1), svc("t", 1, 0)]));
+    expect(loans.floors().get("s")).toBe(burst);
   });
 
   it("finishes a job when every item is recorded and gives its backends back", async () => {

@@ -1,5 +1,7 @@
 import { seededRandom } from "@infergrid/core";
 import {
+  FLOORS_SPARE,
+  floorsTotal,
   HeadroomLearner,
   type HeadroomSettings,
   inferenceNeed,
@@ -9,6 +11,8 @@ import {
   PeakWindow,
   planLoans,
   type ReclaimStrategy,
+  ServiceFloors,
+  type ServiceLoad,
 } from "@infergrid/fapes";
 import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
@@ -88,6 +92,11 @@ export interface LoanView {
   inUse: number;
   /** A backend's last reported state. */
   stateOf(id: string): backend.BackendState | undefined;
+  /**
+   * Per service, its share, the rate its frontends reported over the last lead time and its SLO: what the
+   * `floors` rule keeps for each (libs/fapes ServiceFloors). Unused by the other rules.
+   */
+  services?: readonly ServiceLoad[];
 }
 
 const S = control.JobState;
@@ -105,6 +114,8 @@ export class LoanManager {
   private readonly loans = new Map<string, Loan>();
   private readonly headroom: HeadroomLearner;
   private readonly hold: PeakWindow;
+  /** The `floors` rule's per-service floors (the hold is theirs, per service). */
+  private readonly serviceFloors: ServiceFloors | undefined;
   private readonly random;
   private lastNeed = 0;
 
@@ -116,7 +127,9 @@ export class LoanManager {
     private readonly hooks: { onPreempted?(job: string): void } = {},
   ) {
     this.headroom = new HeadroomLearner(options.headroom);
-    this.hold = new PeakWindow(options.holdMs);
+    const floors = options.need === "floors";
+    this.hold = new PeakWindow(floors ? 0 : options.holdMs);
+    this.serviceFloors = floors ? new ServiceFloors(options.holdMs) : undefined;
     this.random = seededRandom(options.seed);
   }
 
@@ -247,9 +260,19 @@ export class LoanManager {
     return [...this.loans].filter(([, l]) => Number.isNaN(l.returningSince)).map(([id, l]) => ({ id, since: l.since }));
   }
 
-  /** What inference was last judged to need (demand or use, plus the learned headroom). */
+  /** What inference was last judged to need (demand or use, plus the learned headroom; or the floors' sum). */
   inferenceNeed(): number {
     return this.lastNeed;
+  }
+
+  /**
+   * Under the `floors` rule, each service's floor of the last step while jobs borrow (a loan held or a job not
+   * finished): its list is planned with at least that many. Empty otherwise: with nothing to lend the lists follow
+   * the plan alone, as without loans.
+   */
+  floors(): ReadonlyMap<string, number> {
+    const borrowing = this.loans.size > 0 || [...this.jobs.values()].some((r) => !finished(r.job.state));
+    return borrowing ? (this.serviceFloors?.floors ?? new Map()) : new Map();
   }
 
   // ---- the step --------------------------------------------------------------------------------
@@ -280,7 +303,15 @@ export class LoanManager {
     await this.readProgress(now);
 
     this.headroom.observe(now, view.inUse, view.demand);
-    const need = this.hold.observe(now, inferenceNeed(this.options.need, view.demand, view.inUse, this.headroom.headroom()));
+    let need: number;
+    if (this.serviceFloors) {
+      const services = view.services ?? [];
+      const floors = this.serviceFloors.observe(now, services);
+      // Before the slow loop has planned every service inference may need every backend.
+      need = services.length > 0 && services.every((s) => s.share !== undefined) ? floorsTotal(floors) : view.live.length;
+    } else {
+      need = this.hold.observe(now, inferenceNeed(this.options.need, view.demand, view.inUse, this.headroom.headroom()));
+    }
     this.lastNeed = need;
 
     const active = [...this.jobs.values()].filter((r) => !finished(r.job.state));
@@ -310,7 +341,15 @@ export class LoanManager {
       };
     });
     const decision = planLoans(
-      { live: view.live.length, inferenceNeed: need, loans, returning, free: view.free, jobs },
+      {
+        live: view.live.length,
+        inferenceNeed: need,
+        loans,
+        returning,
+        free: view.free,
+        jobs,
+        ...(this.serviceFloors ? { spare: FLOORS_SPARE } : {}),
+      },
       { strategy: this.options.strategy, random: this.random },
     );
     if (active.length > 0)

@@ -23,6 +23,8 @@ const SIGNAL_KEEP_MS = 5 * 60_000;
 const DEFAULT_SERVICE_TIME_MS = 100;
 /** A frontend's load report older than this says nothing of the rate now (frontends report every second). */
 const THEMIS_RATE_MAX_AGE_MS = 3_000;
+/** The same for the loans' floors, which read the rate over one reclaim lead time. */
+const LOAN_RATE_MAX_AGE_MS = 3_000;
 /** A resize the heartbeats do not show applied after this long is asked again (heartbeats come every 0.5-1 s). */
 const THEMIS_RESIZE_RETRY_MS = 3_000;
 
@@ -104,6 +106,23 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     objective: planner ? `faro/${config.objective}` : "static",
     policy: planner?.policy ?? planStaticAllocation,
     ...(planner ? { describe: (n: string) => planner.describe(n), lastSolve: () => planner.lastSolve } : {}),
+    ...(planner && jobStore
+      ? {
+          // The loans' floors: the plan's share and the rate the frontends reported over one reclaim lead time.
+          loadOf: (n: string, now: number) => {
+            const leadMs = config.jobGraceMs + config.plannedColdStartMs;
+            const share = planner.describe(n)?.share;
+            const ratePerS = signals.latestRatePerS(n, now, leadMs + LOAN_RATE_MAX_AGE_MS, leadMs);
+            const o = signals.outcomes(n, now - leadMs);
+            return {
+              ...(share !== undefined ? { share } : {}),
+              ...(ratePerS !== undefined ? { ratePerS } : {}),
+              ...(o.completed > 0 ? { serviceTimeMs: o.serviceTimeMeanMs } : {}),
+            };
+          },
+          policyWithFloors: (floors: ReadonlyMap<string, number>) => planner.policyWithFloors(floors),
+        }
+      : {}),
     listTarget: (n: string) => themis.target(n),
     ...(jobStore
       ? {
@@ -112,7 +131,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
             loan: {
               ...LOAN_DEFAULTS,
               // A plan that follows the load (Faro's shares) is what inference needs; a static split is not.
-              need: config.loanNeed !== "auto" ? config.loanNeed : config.policy === "faro" ? "plan-headroom" : "plan-in-use-headroom",
+              need: config.loanNeed !== "auto" ? config.loanNeed : config.policy === "faro" ? "floors" : "plan-in-use-headroom",
               strategy: config.loanReclaim,
               holdMs: config.loanHoldMs,
               graceMs: config.jobGraceMs,

@@ -9,6 +9,7 @@ import {
   shareInput,
 } from "@infergrid/allocation";
 import { lognormalMean } from "@infergrid/core";
+import { withFloors } from "@infergrid/fapes";
 import type { ServiceForecast } from "@infergrid/faro";
 import type { control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
@@ -130,6 +131,11 @@ export class SharePlanner {
 
   /** The allocation policy: libs/allocation's, over the last successful tick's shares. */
   readonly policy: AllocationPolicy = (input) => shareAllocationPolicy(this.controller.shares)(input);
+
+  /** The same with each share raised to a floor (the loans' per-service floors, libs/fapes withFloors). */
+  policyWithFloors(floors: ReadonlyMap<string, number>): AllocationPolicy {
+    return (input) => shareAllocationPolicy(withFloors(this.controller.shares, floors, input.poolSize))(input);
+  }
 
   /** What the plan says of a service, for the published AllocationPlan. */
   describe(name: string): { predictedRatePerS: number; share: number; utility: number } | undefined {
