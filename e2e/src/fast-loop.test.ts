@@ -53,6 +53,9 @@ beforeAll(async () => {
     INFERGRID_SCALE_IN_COOLDOWN_MS: "4000",
     INFERGRID_AUTOSCALE_MS: "250",
     INFERGRID_LOAD_REPORT_MS: "500",
+    // Swayam's pruning, every late request dropped: the default budget (tail-or-lost) keeps a lone late request,
+    // which no minute's 1 % tail covers, and serves it late (libs/swayam pruning.test.ts checks that budget).
+    INFERGRID_PRUNE_BUDGET: "always",
   };
   const up = await startAll([
     ...Array.from({ length: 12 }, (_, i) =>

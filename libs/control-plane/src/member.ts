@@ -14,6 +14,8 @@ import type { RoleName } from "./subjects.js";
 export interface MemberOptions {
   role: RoleName;
   maxReceiveMessageBytes?: number;
+  /** HTTP/2 flow-control window (runtime grpc.ts SERVER_WINDOW_BYTES unless given). */
+  windowBytes?: number;
   register(server: grpc.Server): void;
   /** Extra heartbeat fields, read at each beat. */
   heartbeatExtra?: () => Partial<control.IHeartbeat>;
@@ -38,6 +40,7 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
     port: config.grpcPort,
     register: options.register,
     ...(options.maxReceiveMessageBytes === undefined ? {} : { maxReceiveMessageBytes: options.maxReceiveMessageBytes }),
+    ...(options.windowBytes === undefined ? {} : { windowBytes: options.windowBytes }),
   });
   const address = ctx.advertise(grpcServer.port);
   const heartbeat = startHeartbeat(ctx.nc, {

@@ -74,6 +74,8 @@ export interface GrpcServerOptions {
   host: string;
   port: number;
   maxReceiveMessageBytes?: number;
+  /** HTTP/2 flow-control window per stream and per connection; SERVER_WINDOW_BYTES unless given. */
+  windowBytes?: number;
   credentials?: grpc.ServerCredentials;
   register(server: grpc.Server): void;
 }
@@ -134,6 +136,15 @@ const drains = new WeakMap<grpc.Server, () => void>();
  */
 export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
 
+/**
+ * The window a server facing unauthenticated clients grants (the broker): Node's default. A client sending a
+ * request over the size limit pushes at most this much per stream before it is refused; under 4 MiB windows the
+ * hostile-client drill's 5 MiB requests, 50 at a time, pushed 200 MB into the broker and the others' p99 went from
+ * 15 to 42 ms in one run (the drill's bar is 2x). The price: clients' image uploads wait on WINDOW_UPDATEs
+ * (`npm run bench:datapath`, image, full path 261 requests/s against 344 with 4 MiB; docs/results.md).
+ */
+export const CLIENT_FACING_WINDOW_BYTES = 65_535;
+
 /** What grpc-js keeps of the HTTP/2 servers it made: private, so read through a check, never assumed. */
 function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureServer> {
   const servers: unknown = Reflect.get(server, "http2Servers");
@@ -149,11 +160,11 @@ function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureSer
  * announces it in every new session's first SETTINGS, and each session widens its connection window when it opens.
  * If a grpc-js release renames its servers' field, sessions keep Node's default and the caller says so.
  */
-function widenServerWindows(server: grpc.Server): boolean {
+function widenServerWindows(server: grpc.Server, windowBytes: number): boolean {
   const servers = http2ServersOf(server);
   for (const h2 of servers) {
-    h2.updateSettings({ initialWindowSize: SERVER_WINDOW_BYTES });
-    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(SERVER_WINDOW_BYTES));
+    h2.updateSettings({ initialWindowSize: windowBytes });
+    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(windowBytes));
   }
   return servers.length > 0;
 }
@@ -176,7 +187,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       err ? reject(err) : resolve(bound),
     );
   });
-  if (!widenServerWindows(server)) {
+  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES)) {
     process.emitWarning("grpc-js server internals changed: HTTP/2 windows stay at 64 KiB (large requests slow down)", "InferGridWarning");
   }
   return {

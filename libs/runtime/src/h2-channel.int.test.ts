@@ -4,7 +4,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeCa, makeCert } from "./certs.js";
-import { type GrpcServerHandle, grpc, SERVER_WINDOW_BYTES, startGrpcServer, statusOf, unaryCall } from "./grpc.js";
+import {
+  CLIENT_FACING_WINDOW_BYTES,
+  type GrpcServerHandle,
+  grpc,
+  SERVER_WINDOW_BYTES,
+  startGrpcServer,
+  statusOf,
+  unaryCall,
+} from "./grpc.js";
 import { H2Channel, type H2ChannelOptions } from "./h2-channel.js";
 
 /**
@@ -103,6 +111,15 @@ describe("startGrpcServer's HTTP/2 windows", () => {
     expect((await remoteSettings(`http://${plain.address}`)).initialWindowSize).toBe(SERVER_WINDOW_BYTES);
     const tls = { ca: pem("ca.pem"), cert: pem("client.pem"), key: pem("client.key"), servername: "infergrid.internal" };
     expect((await remoteSettings(`https://${secure.address}`, tls)).initialWindowSize).toBe(SERVER_WINDOW_BYTES);
+  });
+
+  it("grants a client-facing server's smaller window when asked", async () => {
+    const facing = await startGrpcServer({ host: "127.0.0.1", port: 0, register, windowBytes: CLIENT_FACING_WINDOW_BYTES });
+    try {
+      expect((await remoteSettings(`http://${facing.address}`)).initialWindowSize).toBe(CLIENT_FACING_WINDOW_BYTES);
+    } finally {
+      await facing.shutdown(100);
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 import { heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
-import { ClientCache, type Logger, peerIdentity, runService, unaryHandler } from "@infergrid/runtime";
+import { CLIENT_FACING_WINDOW_BYTES, ClientCache, type Logger, peerIdentity, runService, unaryHandler } from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { brokerConfig } from "./config.js";
 import { Forwarder, watchFrontends } from "./forwarder.js";
@@ -78,6 +78,7 @@ await runService("broker", brokerConfig, async (ctx) => {
   const member = await serveMember(ctx, {
     role: "broker",
     maxReceiveMessageBytes: config.maxRequestBytes,
+    windowBytes: CLIENT_FACING_WINDOW_BYTES,
     register: (server) =>
       server.addService(RoutedInferenceDefinition, {
         Infer: unaryHandler(logger, async (req, call) => {
