@@ -139,8 +139,8 @@ export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
 /**
  * The window a server facing unauthenticated clients grants (the broker): Node's default. A client sending a
  * request over the size limit pushes at most this much per stream before it is refused; under 4 MiB windows the
- * hostile-client drill's 5 MiB requests, 50 at a time, pushed 200 MB into the broker and the others' p99 went from
- * 15 to 42 ms in one run (the drill's bar is 2x). The price: clients' image uploads wait on WINDOW_UPDATEs
+ * hostile-client drill's 5 MiB requests, 50 at a time, could push up to 200 MB into the broker, and the others'
+ * p99 went from 15 to 42 ms in one run (the drill's bar is 2x). The price: clients' image uploads wait on WINDOW_UPDATEs
  * (`npm run bench:datapath`, image, full path 261 requests/s against 344 with 4 MiB; docs/results.md).
  */
 export const CLIENT_FACING_WINDOW_BYTES = 65_535;

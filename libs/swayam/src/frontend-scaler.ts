@@ -296,9 +296,9 @@ export class FrontendScaler {
       state: this.state,
       predictedGlobalRate: globalRatePerSec,
       burstFactor: inputs.sla.burstFactor,
+      headroomRate,
       // One shape whatever is given (absent fields undefined): conditional spreads here made V8 copy the objects
       // the slow way on every decision.
-      headroomRate,
       sizing: {
         serviceTime,
         entryWeights: weights || undefined,
