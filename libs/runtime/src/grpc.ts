@@ -74,8 +74,10 @@ export interface GrpcServerOptions {
   host: string;
   port: number;
   maxReceiveMessageBytes?: number;
-  /** HTTP/2 flow-control window per stream and per connection; SERVER_WINDOW_BYTES unless given. */
+  /** HTTP/2 flow-control window per stream; SERVER_WINDOW_BYTES unless given. */
   windowBytes?: number;
+  /** HTTP/2 flow-control window per connection, shared by its streams; SERVER_WINDOW_BYTES unless given. */
+  connectionWindowBytes?: number;
   credentials?: grpc.ServerCredentials;
   register(server: grpc.Server): void;
 }
@@ -137,11 +139,12 @@ const drains = new WeakMap<grpc.Server, () => void>();
 export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /**
- * The window a server facing unauthenticated clients grants (the broker): Node's default. A client sending a
- * request over the size limit pushes at most this much per stream before it is refused; under 4 MiB windows the
- * hostile-client drill's 5 MiB requests, 50 at a time, could push up to 200 MB into the broker, and the others'
- * p99 went from 15 to 42 ms in one run (the drill's bar is 2x). The price: clients' image uploads wait on WINDOW_UPDATEs
- * (`npm run bench:datapath`, image, full path 261 requests/s against 344 with 4 MiB; docs/results.md).
+ * The per-stream window a server facing unauthenticated clients grants (the broker): Node's default. A request over
+ * the size limit is refused at its length prefix, but what its client sent meanwhile, up to this window, still
+ * arrives; under 4 MiB stream windows the hostile-client drill failed once in CI (the others' p99 from 15 to 42 ms;
+ * its bar is 2x). The connection's window stays SERVER_WINDOW_BYTES (GrpcServerOptions.connectionWindowBytes): at
+ * 64 KiB a client's concurrent uploads took turns on it (`npm run bench:datapath`, image, full path 205-261
+ * requests/s against 290-340; docs/results.md).
  */
 export const CLIENT_FACING_WINDOW_BYTES = 65_535;
 
@@ -160,11 +163,11 @@ function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureSer
  * announces it in every new session's first SETTINGS, and each session widens its connection window when it opens.
  * If a grpc-js release renames its servers' field, sessions keep Node's default and the caller says so.
  */
-function widenServerWindows(server: grpc.Server, windowBytes: number): boolean {
+function widenServerWindows(server: grpc.Server, streamBytes: number, connectionBytes: number): boolean {
   const servers = http2ServersOf(server);
   for (const h2 of servers) {
-    h2.updateSettings({ initialWindowSize: windowBytes });
-    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(windowBytes));
+    h2.updateSettings({ initialWindowSize: streamBytes });
+    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(connectionBytes));
   }
   return servers.length > 0;
 }
@@ -187,7 +190,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       err ? reject(err) : resolve(bound),
     );
   });
-  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES)) {
+  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES, options.connectionWindowBytes ?? SERVER_WINDOW_BYTES)) {
     process.emitWarning("grpc-js server internals changed: HTTP/2 windows stay at 64 KiB (large requests slow down)", "InferGridWarning");
   }
   return {
