@@ -133,6 +133,7 @@ export function runFapesOne(
     random: seededRandom(seed * 7919 + 1),
     compression: p.experiment.trace.compression,
     rateScale: p.experiment.trace.rateScale,
+    mode: p.experiment.trace.arrivals ?? "poisson",
   });
   const result = simulate(config, arrivals);
   return { result, loans: (hook as FapesLoans | undefined)?.stats };

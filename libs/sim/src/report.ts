@@ -201,7 +201,7 @@ function setupLines(result: ExperimentResult): string[] {
   const same = settings.every((s) => s.text === settings[0]?.text);
   const m = e.metrics;
   return [
-    `- trace: \`${t.file}\`${t.trigger === undefined ? "" : ` (trigger ${t.trigger})`}, minutes ${t.fromMinute}..${t.minutes === undefined ? "end" : t.fromMinute + t.minutes}, compression ${t.compression}, rate scale ${t.rateScale}`,
+    `- trace: \`${t.file}\`${t.trigger === undefined ? "" : ` (trigger ${t.trigger})`}, minutes ${t.fromMinute}..${t.minutes === undefined ? "end" : t.fromMinute + t.minutes}, compression ${t.compression}, rate scale ${t.rateScale}, ${t.arrivals === "exact" ? "each minute's exact count spread uniformly" : "Poisson arrivals at each minute's count"}`,
     `- jobs${t.busiest === undefined ? "" : ` (the ${t.busiest} busiest over the slice)`}: ${result.jobs.join(", ")}`,
     ...(same && settings[0] !== undefined ? [`- ${settings[0].text}`] : settings.map((s) => `- ${s.job}: ${s.text}`)),
     `- cluster: ${capacity}; Swayam lists ${result.listLengths.join(", ")}; ${c.frontends} frontends deciding every ${c.autoscaleMs / 1000} s; delta ${c.retryGapMs} ms; hop ${c.hopMs} ms; cold start ${c.coldStartMs / 1000} s; T ${c.idleTimeoutMs / 1000} s; drop after ${c.dropAfterMs / 1000} s`,

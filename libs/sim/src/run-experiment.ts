@@ -249,6 +249,7 @@ export function runOne(p: PreparedExperiment, policy: PolicyName, seed: number, 
     random: seededRandom(seed * 7919 + 1),
     compression: p.experiment.trace.compression,
     rateScale: p.experiment.trace.rateScale,
+    mode: p.experiment.trace.arrivals ?? "poisson",
   });
   return simulate(config, arrivals, onProgress ? (t) => onProgress(Math.min(1, t / config.durationMs)) : undefined);
 }

@@ -65,7 +65,14 @@ describe("scenario schema", () => {
   it("fills every default once, from the papers' and the allocator's values", () => {
     const e = parseScenario(MINIMAL, { name: "minimal" });
     expect(e.name).toBe("minimal");
-    expect(e.trace).toEqual({ file: "faro-10jobs-6h-per-minute.csv", fromMinute: 0, minutes: 20, compression: 1, rateScale: 1 });
+    expect(e.trace).toEqual({
+      file: "faro-10jobs-6h-per-minute.csv",
+      fromMinute: 0,
+      minutes: 20,
+      compression: 1,
+      rateScale: 1,
+      arrivals: "poisson",
+    });
     expect(e.jobDefaults).toEqual({
       rateScale: 1,
       profile: { kind: "lognormal", ...RESNET34 },
@@ -186,6 +193,14 @@ describe("scenario schema", () => {
     expect(problems(`${MINIMAL}metrics: { binBy: start }\n`)).toEqual(['metrics.binBy: expected "completion" or "arrival"']);
     expect(problems(`${MINIMAL}metrics: { queueCap: 0 }\n`)[0]).toMatch(/^metrics\.queueCap: /);
     expect(problems(`${MINIMAL}metrics: { p99: bucketed, binBy: completion, queueCap: none }\n`)).toEqual([]);
+  });
+
+  it("accepts how a minute's count becomes arrivals (Poisson or the exact count) and rejects anything else", () => {
+    expect(problems(MINIMAL.replace("minutes: 20 }", "minutes: 20, arrivals: exact }"))).toEqual([]);
+    expect(problems(MINIMAL.replace("minutes: 20 }", "minutes: 20, arrivals: poisson }"))).toEqual([]);
+    expect(problems(MINIMAL.replace("minutes: 20 }", "minutes: 20, arrivals: uniform }"))).toEqual([
+      'trace.arrivals: expected "poisson" or "exact"',
+    ]);
   });
 
   it("reports YAML syntax errors with their line", () => {

@@ -184,6 +184,12 @@ const TraceSchema = z.strictObject({
   compression: positive().default(1),
   /** Multiplies every job's counts (infra/local --rate-scale); a job's own rateScale multiplies it again. */
   rateScale: nonNegative().default(1),
+  /**
+   * How a minute's count becomes arrivals (libs/workload ArrivalOptions.mode): "poisson", a Poisson process at the
+   * count's rate (the count varies by Poisson noise); "exact", the trace's count spread uniformly over the minute,
+   * as Faro's simulator replays it.
+   */
+  arrivals: z.enum(["poisson", "exact"], { error: typeError('expected "poisson" or "exact"') }).default("poisson"),
 });
 
 /** Swayam's evaluation where it gives a value (paper-parameters.md); the other timings are this repository's. */
@@ -470,6 +476,8 @@ export interface Experiment {
     /** Trace minutes per simulated minute (1 = real time). */
     compression: number;
     rateScale: number;
+    /** "poisson" (default) or "exact": the trace's counts spread over each minute. */
+    arrivals?: "poisson" | "exact";
   };
   /** The settings of jobs not in perJob (profile and SLO latency present unless every job is in perJob). */
   jobDefaults: Omit<JobSettings, "profile" | "slo"> & {

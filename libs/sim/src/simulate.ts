@@ -2,8 +2,8 @@
  * One run: a configuration and an arrival stream in, per-job and cluster metrics and series out.
  */
 import { cpuUsage } from "node:process";
-import { type Random, sampleExponential, seededRandom } from "@infergrid/core";
-import { ArrivalCursor, type ReplayOptions, type Trace } from "@infergrid/workload";
+import { sampleExponential, seededRandom } from "@infergrid/core";
+import { ArrivalCursor, type ArrivalOptions, type ReplayOptions, type Trace } from "@infergrid/workload";
 import { BalancedCluster } from "./balanced-cluster.js";
 import { ClairvoyantCluster } from "./clairvoyant-cluster.js";
 import type { ArrivalEvent, ArrivalFeed, SimConfig } from "./config.js";
@@ -103,8 +103,12 @@ export function simulate(
   };
 }
 
-/** A trace's arrivals (Poisson inside each minute, libs/workload ArrivalCursor), each job by its index in `jobs`. */
-export function traceArrivals(trace: Trace, jobs: readonly string[], options: ReplayOptions & { random: Random }): ArrivalFeed {
+/** A trace's arrivals (libs/workload ArrivalCursor: Poisson inside each minute, or its exact count), each job by its index in `jobs`. */
+export function traceArrivals(
+  trace: Trace,
+  jobs: readonly string[],
+  options: ReplayOptions & Pick<ArrivalOptions, "random" | "mode">,
+): ArrivalFeed {
   return new ArrivalCursor(trace, { ...options, jobs });
 }
 
