@@ -5,6 +5,7 @@
 import type { AllocationPolicy, ServiceShare, ShareControllerOptions } from "@infergrid/allocation";
 import type { AnyClusterScalingPolicy, AnyScalingPolicy } from "@infergrid/baselines";
 import type { Lognormal } from "@infergrid/core";
+import type { ForecastPlan } from "@infergrid/faro";
 import type { PruneBudgetSettings } from "@infergrid/swayam";
 import type { Simulation } from "./engine.js";
 import type { SimPredictorOptions } from "./signals.js";
@@ -153,8 +154,18 @@ export interface LoanHook {
   start(): void;
   /** The capacity the slow loop's ShareController plans over (the whole cluster unless a partition keeps some). */
   inferenceCapacity(): number;
-  /** After each slow-loop tick's share plan (`demand`: the sum of the shares, undefined without a plan), before the lists are planned. */
-  onSlowTick(now: number, demand: number | undefined, shares?: ReadonlyMap<string, ServiceShare>): void;
+  /** The forecast plan of a second share plan the loans' floors read (libs/fapes LOAN_FLOOR_PLAN); undefined: none. */
+  readonly floorPlan?: ForecastPlan;
+  /**
+   * After each slow-loop tick's share plan (`demand`: the sum of the shares, undefined without a plan), before the
+   * lists are planned; `floorShares`, the second plan's shares when floorPlan asks for one.
+   */
+  onSlowTick(
+    now: number,
+    demand: number | undefined,
+    shares?: ReadonlyMap<string, ServiceShare>,
+    floorShares?: ReadonlyMap<string, ServiceShare>,
+  ): void;
   /** A request of job j arrived (the frontends' load reports, as the allocator hears them). */
   arrival?(job: number, now: number): void;
   /** The shares the lists are planned with while jobs borrow (the plan's, or raised to per-service floors). */

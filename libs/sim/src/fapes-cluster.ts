@@ -21,6 +21,7 @@ import {
   HEADROOM_DEFAULTS,
   HeadroomLearner,
   inferenceNeed,
+  LOAN_FLOOR_PLAN,
   type LoanedServer,
   type LoanJob,
   type NeedRule,
@@ -32,6 +33,7 @@ import {
   type ServiceLoad,
   withFloors,
 } from "@infergrid/fapes";
+import type { ForecastPlan } from "@infergrid/faro";
 import type { LoanHook, LoanSurface } from "./config.js";
 import { LOAN_EVENT, type Simulation } from "./engine.js";
 import type { FapesJobStream, JobItems } from "./fapes-scenario.js";
@@ -184,6 +186,11 @@ const STARTING = 1; // launching, or paused to restart: working after its READY 
 const RUNNING = 2;
 const RETURNING = 3; // reclaimed, finishing its item within the grace period
 
+/** The larger of two shares, either of which may be missing (both missing: undefined, no plan yet). */
+function larger(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
+}
+
 export class FapesLoans implements LoanHook {
   private readonly jobs: JobState[];
   private readonly byName = new Map<string, number>();
@@ -202,7 +209,9 @@ export class FapesLoans implements LoanHook {
   private demand: number | undefined;
   /** `floors`: the per-service floors, the shares of the last plan, and the arrivals they read the rate from. */
   private readonly floors: ServiceFloors | undefined;
+  readonly floorPlan: ForecastPlan | undefined;
   private shares: ReadonlyMap<string, ServiceShare> | undefined;
+  private floorShares: ReadonlyMap<string, ServiceShare> | undefined;
   private readonly rates: RecentRates | undefined;
   private arrivedJobs = 0;
   readonly stats: FapesRunStats;
@@ -227,6 +236,7 @@ export class FapesLoans implements LoanHook {
     // service's lull lend its backends (fapes-48 seed 1: 0.050 % violations against 0.041 %).
     this.hold = new PeakWindow(mode.kind === "loan" && !floors ? (mode.holdMs ?? 0) : 0);
     this.floors = floors ? new ServiceFloors(mode.kind === "loan" ? (mode.holdMs ?? 0) : 0) : undefined;
+    this.floorPlan = floors ? LOAN_FLOOR_PLAN : undefined;
     // The rate over one reclaim lead time (grace plus a cold start), as the allocator reads it.
     this.rates = floors ? new RecentRates(sim.config.jobs.length, HEADROOM_DEFAULTS.leadTimeMs) : undefined;
     // No loans before inference has a plan: until then it may need every backend.
@@ -295,7 +305,13 @@ export class FapesLoans implements LoanHook {
     return false;
   }
 
-  onSlowTick(now: number, demand: number | undefined, shares?: ReadonlyMap<string, ServiceShare>): void {
+  onSlowTick(
+    now: number,
+    demand: number | undefined,
+    shares?: ReadonlyMap<string, ServiceShare>,
+    floorShares?: ReadonlyMap<string, ServiceShare>,
+  ): void {
+    if (floorShares !== undefined) this.floorShares = floorShares;
     const inUse = this.cluster.inferenceInUse();
     this.stats.peakInferenceInUse = Math.max(this.stats.peakInferenceInUse, inUse);
     if (this.mode.kind !== "loan") {
@@ -316,7 +332,7 @@ export class FapesLoans implements LoanHook {
       const sharesOnly = this.mode.sharesOnly === true;
       const services: ServiceLoad[] = this.sim.config.jobs.map((job, j) => ({
         name: job.name,
-        share: shares?.get(job.name)?.share,
+        share: larger(shares?.get(job.name)?.share, this.floorShares?.get(job.name)?.share),
         ratePerS: sharesOnly ? undefined : this.rates?.ratePerS(j, now),
         serviceMs: meanServiceMs(job.serviceTime),
         sloMs: job.sloMs,

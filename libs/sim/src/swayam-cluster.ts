@@ -147,6 +147,8 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
   private readonly slowLoop: SlowLoopSettings | undefined;
   private readonly predictor: SimPredictor | undefined;
   private readonly controller: ShareController | undefined;
+  /** The loans' second plan, at their floor quantile (libs/fapes LOAN_FLOOR_PLAN), fed what the first is fed. */
+  private readonly floorController: ShareController | undefined;
   private readonly planned: PlannedSpec[];
   /** Per request slot, its dispatch machine state (reused by the slot's next request). */
   private readonly flights: DispatchState<number>[] = [];
@@ -235,6 +237,9 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     }
     this.withheld = new Uint8Array(c.capacity);
     this.loans = c.swayam.loans?.(sim, this);
+    const floorPlan = this.loans?.floorPlan;
+    if (this.slowLoop && floorPlan !== undefined)
+      this.floorController = new ShareController({ ...this.slowLoop.controller, stepMs: this.slowLoop.predictor.stepMs, plan: floorPlan });
   }
 
   start(): void {
@@ -735,7 +740,8 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         demand = 0;
         for (const s of outcome.shares.values()) demand += s.share;
       }
-      this.loans.onSlowTick(now, demand, outcome.ok ? outcome.shares : undefined);
+      const fo = this.floorController?.tick(now, services, signals, capacity);
+      this.loans.onSlowTick(now, demand, outcome.ok ? outcome.shares : undefined, fo?.ok ? fo.shares : undefined);
     }
     if (outcome.ok)
       this.applyPlan(shareAllocationPolicy(this.loans?.planShares?.(outcome.shares) ?? outcome.shares)(this.allocationInput()));

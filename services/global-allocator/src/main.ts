@@ -1,5 +1,6 @@
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { heartbeatVerifier, JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { LOAN_FLOOR_PLAN } from "@infergrid/fapes";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { themisPolicy } from "@infergrid/themis";
@@ -84,6 +85,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
             coldStartMs: config.plannedColdStartMs,
             forecastMaxAgeMs: config.forecastMaxAgeMs,
             defaultServiceTimeMs: DEFAULT_SERVICE_TIME_MS,
+            ...(jobStore ? { floorPlan: LOAN_FLOOR_PLAN } : {}),
           },
           logger.child({ component: "planner" }),
         )
@@ -108,10 +110,13 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     ...(planner ? { describe: (n: string) => planner.describe(n), lastSolve: () => planner.lastSolve } : {}),
     ...(planner && jobStore
       ? {
-          // The loans' floors: the plan's share and the rate the frontends reported over one reclaim lead time.
+          // The loans' floors: the larger of the plan's share and the floor plan's (libs/fapes LOAN_FLOOR_PLAN), and
+          // the rate the frontends reported over one reclaim lead time.
           loadOf: (n: string, now: number) => {
             const leadMs = config.jobGraceMs + config.plannedColdStartMs;
-            const share = planner.describe(n)?.share;
+            const planned = planner.describe(n)?.share;
+            const floor = planner.floorShare(n);
+            const share = planned === undefined ? floor : floor === undefined ? planned : Math.max(planned, floor);
             const ratePerS = signals.latestRatePerS(n, now, leadMs + LOAN_RATE_MAX_AGE_MS, leadMs);
             const o = signals.outcomes(n, now - leadMs);
             return {

@@ -75,6 +75,34 @@ describe("SharePlanner", () => {
     expect(planner.describe("busy")?.predictedRatePerS).toBeCloseTo(48, 9);
   });
 
+  it("plans the loans' floor plan beside its own, from the same signals, at the floor plan's quantile", () => {
+    const signals = new SignalBook(60_000);
+    // The median says 20 req/s, the 0.9 quantile 60: the floor plan must hold the service's upper forecast.
+    signals.onForecast(
+      control.Forecast.create({
+        service: "bursty",
+        issuedAtUnixMs: 0,
+        stepMs: 60_000,
+        steps: 2,
+        quantiles: [
+          { quantile: 0.5, ratePerS: [20, 20] },
+          { quantile: 0.9, ratePerS: [60, 60] },
+        ],
+        model: "test",
+      }),
+    );
+    const median: PlannerOptions = { ...options, objective: { kind: "sum" }, plan: { kind: "quantile", q: 0.5 } };
+    const planner = new SharePlanner(signals, { ...median, floorPlan: { kind: "quantile", q: 0.9 } }, logger);
+    planner.tick(1000, [spec("bursty")], 40);
+    const share = shareOf(planner, "bursty") ?? 0;
+    const floor = planner.floorShare("bursty") ?? 0;
+    // 20 req/s x 0.1 s = 2 busy servers; 60 req/s, 6: each plan at least that, the floor plan above the other.
+    expect(share).toBeGreaterThanOrEqual(3);
+    expect(floor).toBeGreaterThanOrEqual(7);
+    expect(floor).toBeGreaterThan(share);
+    expect(new SharePlanner(signals, median, logger).floorShare("bursty")).toBeUndefined();
+  });
+
   it("grows a violating service by one after the reactive ticks, between solves", () => {
     const signals = new SignalBook(600_000);
     signals.onForecast(forecast("a", 5, 0));

@@ -10,7 +10,7 @@ import {
 } from "@infergrid/allocation";
 import { lognormalMean } from "@infergrid/core";
 import { withFloors } from "@infergrid/fapes";
-import type { ServiceForecast } from "@infergrid/faro";
+import type { ForecastPlan, ServiceForecast } from "@infergrid/faro";
 import type { control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
 import type { SignalBook } from "./signals.js";
@@ -24,6 +24,11 @@ export interface PlannerOptions extends Omit<ShareControllerOptions, "stepMs"> {
   forecastMaxAgeMs: number;
   /** Service time assumed when neither a profile nor measurements exist, ms. */
   defaultServiceTimeMs: number;
+  /**
+   * A second plan, fed the same signals at this forecast plan, whose shares the loans' floors read
+   * (libs/fapes LOAN_FLOOR_PLAN; `floorShare`); undefined: none (no best-effort jobs to lend to).
+   */
+  floorPlan?: ForecastPlan;
 }
 
 export function plannedSpec(spec: control.ServiceSpec.$Properties): PlannedSpec {
@@ -63,6 +68,7 @@ const DEFAULT_STEP_MS = 60_000;
  */
 export class SharePlanner {
   private controller: ShareController;
+  private floorController: ShareController | undefined;
   private stepMs = DEFAULT_STEP_MS;
   private lastTick = Number.NEGATIVE_INFINITY;
   private lastError = "";
@@ -74,6 +80,12 @@ export class SharePlanner {
     private readonly logger: Logger,
   ) {
     this.controller = new ShareController({ ...options, stepMs: this.stepMs });
+    this.floorController = this.floorControllerFor(this.stepMs);
+  }
+
+  private floorControllerFor(stepMs: number): ShareController | undefined {
+    const plan = this.options.floorPlan;
+    return plan === undefined ? undefined : new ShareController({ ...this.options, plan, stepMs });
   }
 
   /** One tick, if one is due: `services` are the registered specs, `capacity` the backends to share. */
@@ -87,15 +99,14 @@ export class SharePlanner {
       // The predictor's step is the solver's: a new step length starts a new loop.
       this.stepMs = stepMs;
       this.controller = new ShareController({ ...this.options, stepMs });
+      this.floorController = this.floorControllerFor(stepMs);
     }
     const started = performance.now();
-    const outcome = this.controller.tick(
-      now,
-      inputs.map((i) => i.service),
-      inputs.map((i) => i.signal),
-      capacity,
-    );
+    const shareServices = inputs.map((i) => i.service);
+    const signals = inputs.map((i) => i.signal);
+    const outcome = this.controller.tick(now, shareServices, signals, capacity);
     const tickMs = performance.now() - started;
+    this.floorController?.tick(now, shareServices, signals, capacity);
     if (!outcome.ok) {
       // Say, the services' minimums exceed the capacity: the static split takes over until they fit.
       if (outcome.error !== this.lastError) this.logger.warn({ err: outcome.error }, "slow loop cannot plan; the static split applies");
@@ -135,6 +146,11 @@ export class SharePlanner {
   /** The same with each share raised to a floor (the loans' per-service floors, libs/fapes withFloors). */
   policyWithFloors(floors: ReadonlyMap<string, number>): AllocationPolicy {
     return (input) => shareAllocationPolicy(withFloors(this.controller.shares, floors, input.poolSize))(input);
+  }
+
+  /** A service's share of the loans' floor plan (undefined: no such plan, or not planned yet). */
+  floorShare(name: string): number | undefined {
+    return this.floorController?.shares.get(name)?.share;
   }
 
   /** What the plan says of a service, for the published AllocationPlan. */
