@@ -298,7 +298,8 @@ function refused<K, H>(
   if (settings.parkWindowMs > 0 && PARKABLE.has(reason)) {
     // Late binding once every entry of the round has refused: while one is untried (it may be free), probe it
     // at once. A held slot that turned out expired sends the request back to parking.
-    if (!st.sendingHeld && hasUntriedEntry(st, view)) tryNext(st, view, settings, out, 0);
+    const tried = st.sendingHeld ? NO_ROOM : triedWithRoom(st, view);
+    if (tried !== NO_ROOM) tryNext(st, view, settings, out, 0, tried >= 0 ? tried : undefined);
     else parkRound(st, view, settings, out);
     return;
   }
@@ -316,13 +317,14 @@ function tryNext<K, H>(
   settings: DispatchSettings,
   out: ActionSink<K, H>,
   gapMs: number,
+  knownTried?: number,
 ): void {
   if (view.listLength === 0) {
     end(st, out, "unavailable", "the service has no backends");
     return;
   }
   let gap = gapMs;
-  let index = pick(st, view, true);
+  let index = pick(st, view, true, knownTried);
   if (index === undefined && st.tried.size > 0) {
     st.tried.clear();
     st.rounds += 1;
@@ -356,18 +358,34 @@ function tryNext<K, H>(
 }
 
 /** The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam). */
-function pick<K>(st: DispatchState<K>, view: DispatchView<K>, withTried: boolean): number | undefined {
+/**
+ * The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam).
+ * `knownTried`: triedWithRoom's count, just taken in this step (st.tried.found still holds those entries), so
+ * that a refusal does not look up the tried entries twice (a long prefix probed entry after entry made that
+ * lookup a large cost of the simulator's Azure runs).
+ */
+function pick<K>(st: DispatchState<K>, view: DispatchView<K>, withTried: boolean, knownTried?: number): number | undefined {
   if (view.cost !== undefined)
     return pickCheapest(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view, withTried), view.cost, view.random, view.listLength);
   const end = prefixEnd(view.n, view.usable, view.listLength);
-  return pickOutside(end, view.usable, st.tried.found, withTried ? triedIn(st, view, end) : 0, view.random);
+  return pickOutside(end, view.usable, st.tried.found, withTried ? (knownTried ?? triedIn(st, view, end)) : 0, view.random);
 }
 
-/** Whether an entry of the prefix may still be tried this round. */
-function hasUntriedEntry<K>(st: DispatchState<K>, view: DispatchView<K>): boolean {
-  if (view.cost !== undefined) return hasUntried(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view), view.listLength);
+/** triedWithRoom: no entry of the prefix is left to try this round. */
+const NO_ROOM = -1;
+/** triedWithRoom: one is left, not counted (the view prices entries, and pick counts its own way). */
+const UNCOUNTED = -2;
+
+/**
+ * Whether an entry of the prefix may still be tried this round: NO_ROOM if none may; otherwise how many of the
+ * prefix were tried (what pick would count again), or UNCOUNTED.
+ */
+function triedWithRoom<K>(st: DispatchState<K>, view: DispatchView<K>): number {
+  if (view.cost !== undefined)
+    return hasUntried(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view), view.listLength) ? UNCOUNTED : NO_ROOM;
   const end = prefixEnd(view.n, view.usable, view.listLength);
-  return prefixSize(end, view.usable) > triedIn(st, view, end);
+  const tried = triedIn(st, view, end);
+  return prefixSize(end, view.usable) > tried ? tried : NO_ROOM;
 }
 
 /** The prefix entries (before `end`) tried this round: how many, their indices ascending in st.tried.found. */
