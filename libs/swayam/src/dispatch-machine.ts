@@ -200,7 +200,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     reuse.round += 1;
     reuse.parkEndsAt = 0;
     reuse.parkIndices = NO_INDICES;
-    reuse.parkEntries = [];
+    reuse.parkEntries = NO_ENTRIES;
     reuse.parkOpen = 0;
     reuse.sendingIndex = -1;
     reuse.sendingEntry = undefined;
@@ -218,7 +218,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     round: 0,
     parkEndsAt: 0,
     parkIndices: NO_INDICES,
-    parkEntries: [],
+    parkEntries: NO_ENTRIES,
     parkOpen: 0,
     sendingIndex: -1,
     sendingEntry: undefined,
@@ -232,6 +232,10 @@ export function isParkedIn(state: DispatchState<unknown>, round: number): boolea
 }
 
 const NO_INDICES: readonly number[] = [];
+/** Shared, like NO_INDICES: a fresh empty array per request was garbage the simulator paid for (frozen: never written). */
+const NO_ENTRIES: readonly never[] = Object.freeze([]);
+/** The one answer action: it carries nothing, so every step can hand out the same (frozen) object. */
+const ANSWER: DispatchAction<never, never> = Object.freeze({ kind: "answer" });
 const NOTHING_TRIED: IndexSet = { has: () => false };
 const PARKABLE: ReadonlySet<DispatchRefusal> = new Set(["busy", "provisioning"]);
 
@@ -250,7 +254,7 @@ export function stepDispatch<K, H>(
     case "answered":
       if (st.phase !== "sending") return;
       st.phase = "done";
-      out.push({ kind: "answer" });
+      out.push(ANSWER);
       return;
     case "rejected":
       if (st.phase !== "sending") return;

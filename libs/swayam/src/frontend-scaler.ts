@@ -195,7 +195,8 @@ export class FrontendScaler {
     else {
       if (this.sortedSnapshot !== undefined) this.evicted[this.evictedCount++] = this.samples[this.sampleCursor] as number;
       this.samples[this.sampleCursor] = computeMs;
-      this.sampleCursor = (this.sampleCursor + 1) % this.opts.maxSamples;
+      // A compare, not a %: an integer division on every reply.
+      if (++this.sampleCursor === this.opts.maxSamples) this.sampleCursor = 0;
     }
     if (this.sortedSnapshot !== undefined) {
       this.added[this.addedCount++] = computeMs;
