@@ -145,8 +145,10 @@ export class RateHistory {
   }
 
   private slot(bucket: number): number {
+    // One % (a division) where ((b % size) + size) % size took two: the same slot for every integer bucket.
     const size = this.ids.length;
-    return ((bucket % size) + size) % size;
+    const s = bucket % size;
+    return s < 0 ? s + size : s;
   }
 
   private count(bucket: number): number {
