@@ -237,7 +237,8 @@ const NO_ENTRIES: readonly never[] = Object.freeze([]);
 /** The one answer action: it carries nothing, so every step can hand out the same (frozen) object. */
 const ANSWER: DispatchAction<never, never> = Object.freeze({ kind: "answer" });
 const NOTHING_TRIED: IndexSet = { has: () => false };
-const PARKABLE: ReadonlySet<DispatchRefusal> = new Set(["busy", "provisioning"]);
+/** Refusals after which a request may park (busy or provisioning): two compares, not a Set look-up per refusal. */
+const parkable = (reason: DispatchRefusal): boolean => reason === "busy" || reason === "provisioning";
 
 /** Feeds one event; the actions it calls for are appended to `out`. Events that no longer apply are ignored. */
 export function stepDispatch<K, H>(
@@ -299,7 +300,7 @@ function refused<K, H>(
 ): void {
   st.refusals += 1;
   if (reason === "cold") out.push({ kind: "warm", index: st.sendingIndex, entry: st.sendingEntry as K });
-  if (settings.parkWindowMs > 0 && PARKABLE.has(reason)) {
+  if (settings.parkWindowMs > 0 && parkable(reason)) {
     // Late binding once every entry of the round has refused: while one is untried (it may be free), probe it
     // at once. A held slot that turned out expired sends the request back to parking.
     const tried = st.sendingHeld ? NO_ROOM : triedWithRoom(st, view);
