@@ -337,7 +337,7 @@ const INSERTION_SORT_MAX = 64;
 /**
  * xs sorted ascending in place (and returned), as xs.sort() sorts it. A renewed snapshot sorts the few dozen
  * samples that came and went since the last; V8's typed-array sort boxed every value into a temporary array,
- * and those two sorts were a third of a simulated frontend's decisions. Insertion sort gives the same order
+ * and those two sorts were a seventh of a simulated frontend's decisions. Insertion sort gives the same order
  * for values that are not NaN (the only ones observeReply keeps; -0 and 0 may change places, which no
  * comparison downstream tells apart); larger inputs keep the built-in sort.
  */
