@@ -236,7 +236,7 @@ export class NHitsNetwork {
         const { inSize, outSize, w, b } = layer;
         const out = acts[l]!;
         const relu = l < block.layers.length - 1;
-        // Hot loop: plain indexing (the sizes are fixed by construction), four terms per turn (a fifth of a
+        // Hot loop: plain indexing (the sizes are fixed by construction), four terms per turn (a sixth of a
         // training step saved), added one by one in the same order as one term per turn, so to the same sum.
         for (let o = 0; o < outSize; o++) {
           let s = p[b + o]!;
