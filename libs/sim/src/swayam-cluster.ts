@@ -29,6 +29,7 @@
 import {
   type AllocationDecision,
   type PlannedSpec,
+  type ServiceShare,
   ShareController,
   type ShareService,
   type ShareSignal,
@@ -162,6 +163,10 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
   /** Backends loaned or on their way back: out of the pool the lists are planned over. */
   private readonly withheld: Uint8Array;
   private withheldCount = 0;
+  /** Bumped whenever a plan changes a list, a backend's list or a warm floor. */
+  private listsVersion = 0;
+  /** The shares of the last plan that changed nothing, and the lists' version it left (planFromShares). */
+  private steadyPlan: { key: number[]; version: number } | undefined;
 
   constructor(private readonly sim: Simulation) {
     const c = sim.config;
@@ -690,15 +695,51 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     next.forEach((list, j) => {
       for (const b of list) member[b] = j;
     });
+    let changed = false;
     for (let b = 0; b < this.backends.length; b++) {
       const was = this.backendJob[b] as number;
       const is = member[b] as number;
       if (was === is) continue;
+      changed = true;
       this.backendJob[b] = is;
       if (was >= 0 && (this.backends[b] as BackendMachine).drain(now)) this.wentCold(b);
     }
+    const minWarm = this.planned.map((p, j) => plan.minWarm.get(p.name) ?? this.sim.config.swayam.minWarm[j] ?? 1);
+    for (let j = 0; j < next.length && !changed; j++) {
+      const was = this.lists[j];
+      const is = next[j] as Int32Array;
+      changed = was === undefined || was.length !== is.length || is.some((b, i) => was[i] !== b) || this.minWarm[j] !== minWarm[j];
+    }
+    if (changed || next.length !== this.lists.length) this.listsVersion++;
     this.lists = next;
-    this.minWarm = this.planned.map((p, j) => plan.minWarm.get(p.name) ?? this.sim.config.swayam.minWarm[j] ?? 1);
+    this.minWarm = minWarm;
+  }
+
+  /**
+   * The slow loop's lists from its shares. Shares usually stay put for many ticks (97 % of a faro-6h run's), and
+   * the planner is a function of the shares and the lists: when both are what they were at a plan that changed
+   * nothing, planning again would give that plan again and change nothing again, so it is skipped (the input,
+   * the planner and applying its plan were half of the slow loop's cost beside the forecasts). Only without
+   * loans, which change the pool the planner sees.
+   */
+  private planFromShares(shares: ReadonlyMap<string, ServiceShare>): void {
+    const key: number[] = [shares.size];
+    for (const p of this.planned) {
+      const x = shares.get(p.name);
+      key.push(x === undefined ? Number.NaN : x.share, x === undefined ? Number.NaN : x.minWarm);
+    }
+    const memo = this.steadyPlan;
+    if (
+      this.loans === undefined &&
+      memo !== undefined &&
+      memo.version === this.listsVersion &&
+      memo.key.length === key.length &&
+      memo.key.every((v, i) => Object.is(v, key[i]))
+    )
+      return;
+    const before = this.listsVersion;
+    this.applyPlan(shareAllocationPolicy(this.loans?.planShares?.(shares) ?? shares)(this.allocationInput()));
+    this.steadyPlan = before === this.listsVersion ? { key, version: before } : undefined;
   }
 
   /** One tick of the slow loop: the allocator's ShareController over forecasts and outcomes, then new lists. */
@@ -743,8 +784,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
       const fo = this.floorController?.tick(now, services, signals, capacity);
       this.loans.onSlowTick(now, demand, outcome.ok ? outcome.shares : undefined, fo?.ok ? fo.shares : undefined);
     }
-    if (outcome.ok)
-      this.applyPlan(shareAllocationPolicy(this.loans?.planShares?.(outcome.shares) ?? outcome.shares)(this.allocationInput()));
+    if (outcome.ok) this.planFromShares(outcome.shares);
     const next = now + loop.tickMs;
     if (next < sim.config.durationMs) sim.schedule(next, SLOW, 0);
   }

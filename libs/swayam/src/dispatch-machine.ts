@@ -200,7 +200,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     reuse.round += 1;
     reuse.parkEndsAt = 0;
     reuse.parkIndices = NO_INDICES;
-    reuse.parkEntries = [];
+    reuse.parkEntries = NO_ENTRIES;
     reuse.parkOpen = 0;
     reuse.sendingIndex = -1;
     reuse.sendingEntry = undefined;
@@ -218,7 +218,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     round: 0,
     parkEndsAt: 0,
     parkIndices: NO_INDICES,
-    parkEntries: [],
+    parkEntries: NO_ENTRIES,
     parkOpen: 0,
     sendingIndex: -1,
     sendingEntry: undefined,
@@ -232,8 +232,13 @@ export function isParkedIn(state: DispatchState<unknown>, round: number): boolea
 }
 
 const NO_INDICES: readonly number[] = [];
+/** Shared, like NO_INDICES: a fresh empty array per request was garbage the simulator paid for (frozen: never written). */
+const NO_ENTRIES: readonly never[] = Object.freeze([]);
+/** The one answer action: it carries nothing, so every step can hand out the same (frozen) object. */
+const ANSWER: DispatchAction<never, never> = Object.freeze({ kind: "answer" });
 const NOTHING_TRIED: IndexSet = { has: () => false };
-const PARKABLE: ReadonlySet<DispatchRefusal> = new Set(["busy", "provisioning"]);
+/** Refusals after which a request may park (busy or provisioning): two compares, not a Set look-up per refusal. */
+const parkable = (reason: DispatchRefusal): boolean => reason === "busy" || reason === "provisioning";
 
 /** Feeds one event; the actions it calls for are appended to `out`. Events that no longer apply are ignored. */
 export function stepDispatch<K, H>(
@@ -250,7 +255,7 @@ export function stepDispatch<K, H>(
     case "answered":
       if (st.phase !== "sending") return;
       st.phase = "done";
-      out.push({ kind: "answer" });
+      out.push(ANSWER);
       return;
     case "rejected":
       if (st.phase !== "sending") return;
@@ -295,10 +300,11 @@ function refused<K, H>(
 ): void {
   st.refusals += 1;
   if (reason === "cold") out.push({ kind: "warm", index: st.sendingIndex, entry: st.sendingEntry as K });
-  if (settings.parkWindowMs > 0 && PARKABLE.has(reason)) {
+  if (settings.parkWindowMs > 0 && parkable(reason)) {
     // Late binding once every entry of the round has refused: while one is untried (it may be free), probe it
     // at once. A held slot that turned out expired sends the request back to parking.
-    if (!st.sendingHeld && hasUntriedEntry(st, view)) tryNext(st, view, settings, out, 0);
+    const tried = st.sendingHeld ? NO_ROOM : triedWithRoom(st, view);
+    if (tried !== NO_ROOM) tryNext(st, view, settings, out, 0, tried >= 0 ? tried : undefined);
     else parkRound(st, view, settings, out);
     return;
   }
@@ -316,13 +322,14 @@ function tryNext<K, H>(
   settings: DispatchSettings,
   out: ActionSink<K, H>,
   gapMs: number,
+  knownTried?: number,
 ): void {
   if (view.listLength === 0) {
     end(st, out, "unavailable", "the service has no backends");
     return;
   }
   let gap = gapMs;
-  let index = pick(st, view, true);
+  let index = pick(st, view, true, knownTried);
   if (index === undefined && st.tried.size > 0) {
     st.tried.clear();
     st.rounds += 1;
@@ -356,18 +363,34 @@ function tryNext<K, H>(
 }
 
 /** The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam). */
-function pick<K>(st: DispatchState<K>, view: DispatchView<K>, withTried: boolean): number | undefined {
+/**
+ * The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam).
+ * `knownTried`: triedWithRoom's count, just taken in this step (st.tried.found still holds those entries), so
+ * that a refusal does not look up the tried entries twice (a long prefix probed entry after entry made that
+ * lookup a large cost of the simulator's Azure runs).
+ */
+function pick<K>(st: DispatchState<K>, view: DispatchView<K>, withTried: boolean, knownTried?: number): number | undefined {
   if (view.cost !== undefined)
     return pickCheapest(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view, withTried), view.cost, view.random, view.listLength);
   const end = prefixEnd(view.n, view.usable, view.listLength);
-  return pickOutside(end, view.usable, st.tried.found, withTried ? triedIn(st, view, end) : 0, view.random);
+  return pickOutside(end, view.usable, st.tried.found, withTried ? (knownTried ?? triedIn(st, view, end)) : 0, view.random);
 }
 
-/** Whether an entry of the prefix may still be tried this round. */
-function hasUntriedEntry<K>(st: DispatchState<K>, view: DispatchView<K>): boolean {
-  if (view.cost !== undefined) return hasUntried(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view), view.listLength);
+/** triedWithRoom: no entry of the prefix is left to try this round. */
+const NO_ROOM = -1;
+/** triedWithRoom: one is left, not counted (the view prices entries, and pick counts its own way). */
+const UNCOUNTED = -2;
+
+/**
+ * Whether an entry of the prefix may still be tried this round: NO_ROOM if none may; otherwise how many of the
+ * prefix were tried (what pick would count again), or UNCOUNTED.
+ */
+function triedWithRoom<K>(st: DispatchState<K>, view: DispatchView<K>): number {
+  if (view.cost !== undefined)
+    return hasUntried(view.n, view.usable ?? EVERY_ENTRY, excludedSet(st, view), view.listLength) ? UNCOUNTED : NO_ROOM;
   const end = prefixEnd(view.n, view.usable, view.listLength);
-  return prefixSize(end, view.usable) > triedIn(st, view, end);
+  const tried = triedIn(st, view, end);
+  return prefixSize(end, view.usable) > tried ? tried : NO_ROOM;
 }
 
 /** The prefix entries (before `end`) tried this round: how many, their indices ascending in st.tried.found. */

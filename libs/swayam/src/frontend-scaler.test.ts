@@ -2,7 +2,7 @@ import { seededRandom } from "@infergrid/core";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BURST_HEADROOM_DEFAULTS } from "./burst-headroom.js";
-import { FrontendScaler, learnedHeadroomFor, mergeAscending } from "./frontend-scaler.js";
+import { FrontendScaler, learnedHeadroomFor, mergeAscending, sortSmall } from "./frontend-scaler.js";
 
 const sla = { rtMaxMs: 500, slMin: 0.99, burstFactor: 1 };
 const prior = { shape: 0.0001, loc: 0, scale: 100 }; // about 100 ms, nearly deterministic
@@ -100,6 +100,29 @@ describe("FrontendScaler", () => {
       }
     }
     expect(renewals).toBeGreaterThan(20);
+  });
+});
+
+describe("sortSmall", () => {
+  it("orders as the built-in typed-array sort does, below and above the insertion-sort size", () => {
+    // Few distinct values (ties) and many, short arrays and ones past the insertion-sort bound.
+    const value = fc.oneof(
+      fc.integer({ min: 0, max: 5 }).map((k) => 70 + k),
+      fc.double({ min: 0, max: 1e4, noNaN: true }),
+    );
+    fc.assert(
+      fc.property(fc.array(value, { maxLength: 150 }), (xs) => {
+        const expected = Float64Array.from(xs).sort();
+        const got = sortSmall(Float64Array.from(xs));
+        expect(Array.from(got)).toEqual(Array.from(expected));
+      }),
+    );
+  });
+
+  it("sorts a subarray in place", () => {
+    const buffer = Float64Array.from([9, 3, 1, 2, 0]);
+    sortSmall(buffer.subarray(0, 3));
+    expect(Array.from(buffer)).toEqual([1, 3, 9, 2, 0]);
   });
 });
 

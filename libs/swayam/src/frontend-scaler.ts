@@ -196,7 +196,8 @@ export class FrontendScaler {
     else {
       if (this.sortedSnapshot !== undefined) this.evicted[this.evictedCount++] = this.samples[this.sampleCursor] as number;
       this.samples[this.sampleCursor] = computeMs;
-      this.sampleCursor = (this.sampleCursor + 1) % this.opts.maxSamples;
+      // A compare, not a %: an integer division on every reply.
+      if (++this.sampleCursor === this.opts.maxSamples) this.sampleCursor = 0;
     }
     if (this.sortedSnapshot !== undefined) {
       this.added[this.addedCount++] = computeMs;
@@ -212,7 +213,11 @@ export class FrontendScaler {
         const base = this.sortedSnapshot;
         const sorted =
           (base &&
-            mergeAscending(base, this.added.subarray(0, this.addedCount).sort(), this.evicted.subarray(0, this.evictedCount).sort())) ??
+            mergeAscending(
+              base,
+              sortSmall(this.added.subarray(0, this.addedCount)),
+              sortSmall(this.evicted.subarray(0, this.evictedCount)),
+            )) ??
           Float64Array.from(this.samples).sort();
         this.sortedSnapshot = sorted;
         this.addedCount = 0;
@@ -325,6 +330,31 @@ export class FrontendScaler {
       headroomRatePerSec: headroomRate,
     };
   }
+}
+
+/** Up to this many values, sortSmall sorts by insertion. */
+const INSERTION_SORT_MAX = 64;
+
+/**
+ * xs sorted ascending in place (and returned), as xs.sort() sorts it. A renewed snapshot sorts the few dozen
+ * samples that came and went since the last; V8's typed-array sort boxed every value into a temporary array,
+ * and those two sorts were a seventh of a simulated frontend's decisions. Insertion sort gives the same order
+ * for values that are not NaN (the only ones observeReply keeps; -0 and 0 may change places, which no
+ * comparison downstream tells apart); larger inputs keep the built-in sort.
+ */
+export function sortSmall(xs: Float64Array): Float64Array {
+  const n = xs.length;
+  if (n > INSERTION_SORT_MAX) return xs.sort();
+  for (let i = 1; i < n; i++) {
+    const v = xs[i] as number;
+    let j = i - 1;
+    while (j >= 0 && (xs[j] as number) > v) {
+      xs[j + 1] = xs[j] as number;
+      j--;
+    }
+    xs[j + 1] = v;
+  }
+  return xs;
 }
 
 /**

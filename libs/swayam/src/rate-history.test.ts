@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { RateHistory } from "./rate-history.js";
 
@@ -81,5 +82,59 @@ describe("RateHistory", () => {
     h.recordArrival(1_000_000 - 600_000, 1_000); // beyond the ring: must not land in a live bucket
     expect(h.localRate(1_005_000)).toBeCloseTo(10 / 10, 9);
     expect(() => new RateHistory({ windowMs: 100_000, bucketMs: 30_000 })).toThrow(RangeError);
+  });
+
+  it("predicts exactly what the regression over the windows' counts gives, wherever the ring has wrapped", () => {
+    // The reference reads every bucket's count from a plain map and sums in the same order, so the two agree to
+    // the last bit (the prediction steps its ring slots along; a slip of one slot would change the sums).
+    fc.assert(
+      fc.property(
+        fc.constantFrom(10_000, 20_000, 50_000),
+        fc.integer({ min: 1, max: 5 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 3_000_000 }), fc.integer({ min: 1, max: 9 })), { maxLength: 300 }),
+        fc.integer({ min: 0, max: 3_100_000 }),
+        (bucketMs, historyWindows, arrivals, nowRaw) => {
+          const windowMs = 2 * bucketMs;
+          const h = new RateHistory({ windowMs, historyMs: historyWindows * windowMs + bucketMs, bucketMs, origin: 0 });
+          const sorted = [...arrivals].sort((x, y) => x[0] - y[0]);
+          const now = Math.max(nowRaw, sorted.at(-1)?.[0] ?? 0);
+          const counts = new Map<number, number>();
+          for (const [t, n] of sorted) {
+            h.recordArrival(t, n);
+            const b = Math.floor(t / bucketMs);
+            counts.set(b, (counts.get(b) ?? 0) + n);
+          }
+          const current = Math.floor(now / bucketMs);
+          const historyBuckets = Math.ceil((historyWindows * windowMs + bucketMs) / bucketMs);
+          const count = (b: number) => (b > current - historyBuckets - 1 && b <= current ? (counts.get(b) ?? 0) : 0);
+          let end = Math.max(current - historyBuckets + 2, 2);
+          if (end > current) return;
+          let windowSum = count(end - 2) + count(end - 1);
+          let sx = 0;
+          let sy = 0;
+          let sxx = 0;
+          let sxy = 0;
+          let points = 0;
+          for (;;) {
+            const x = end * bucketMs - windowMs / 2 - now;
+            const y = (windowSum * 1000) / windowMs;
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            sxy += x * y;
+            points++;
+            if (end === current) break;
+            windowSum += count(end) - count(end - 2);
+            end++;
+          }
+          if (points < 3) return;
+          const meanX = sx / points;
+          const meanY = sy / points;
+          const varX = sxx - points * meanX * meanX;
+          const slope = varX > 0 ? (sxy - points * meanX * meanY) / varX : 0;
+          expect(h.predictRate(now, 10_000)).toBe(Math.max(0, meanY + slope * (10_000 - meanX)));
+        },
+      ),
+    );
   });
 });

@@ -117,6 +117,11 @@ export class RateHistory {
     let end = Math.max(oldest + this.windowBuckets, Math.ceil(this.origin / this.bucketMs) + this.windowBuckets);
     if (end > current) return this.localRate(now);
     for (let b = end - this.windowBuckets; b < end; b++) windowSum += this.count(b);
+    // The slots of buckets `end` and `end - windowBuckets` step along the ring with them: one modulo per
+    // prediction instead of two per bucket read (the simulator's frontends predict 172,800 times a run).
+    const size = this.ids.length;
+    let inSlot = this.slot(end);
+    let outSlot = this.slot(end - this.windowBuckets);
     for (;;) {
       const x = end * this.bucketMs - this.windowMs / 2 - now;
       const y = (windowSum * 1000) / this.windowMs;
@@ -126,8 +131,10 @@ export class RateHistory {
       sxy += x * y;
       points++;
       if (end === current) break;
-      windowSum += this.count(end) - this.count(end - this.windowBuckets);
+      windowSum += this.countAt(inSlot, end) - this.countAt(outSlot, end - this.windowBuckets);
       end++;
+      if (++inSlot === size) inSlot = 0;
+      if (++outSlot === size) outSlot = 0;
     }
     if (points < this.minPoints) return this.localRate(now);
     const meanX = sx / points;
@@ -138,12 +145,18 @@ export class RateHistory {
   }
 
   private slot(bucket: number): number {
+    // One % (a division) where ((b % size) + size) % size took two: the same slot for every integer bucket.
     const size = this.ids.length;
-    return ((bucket % size) + size) % size;
+    const s = bucket % size;
+    return s < 0 ? s + size : s;
   }
 
   private count(bucket: number): number {
-    const slot = this.slot(bucket);
+    return this.countAt(this.slot(bucket), bucket);
+  }
+
+  /** count(bucket), `slot` being slot(bucket). */
+  private countAt(slot: number, bucket: number): number {
     return this.ids[slot] === bucket ? (this.counts[slot] ?? 0) : 0;
   }
 }

@@ -279,28 +279,46 @@ function attainmentAt(
   const budget = rtMaxMs - fixedDelayMs;
   if (rho <= 0 || probeCostMs <= 0) return p.cdf(budget);
   const grid = cached ? gridFor(p, budget, probeCostMs) : newGrid(p);
-  let values = grid.values;
   let total = 0;
   let weight = 1 - rho; // P(K = k)
   let tail = rho; // P(K > k), a bound on all the terms left
-  for (let i = 0; i < MAX_TERMS; i++) {
-    if (i >= grid.length) {
-      if (grid.complete) break;
-      const x = budget - i * probeCostMs;
-      if (x < p.minMs) {
-        grid.complete = true;
-        break;
-      }
-      if (i === values.length) values = growGrid(grid);
-      values[i] = nextGridValue(p, grid, x);
-      grid.length = i + 1;
+  let i = 0;
+  for (;;) {
+    // Over the points the grid has, a loop that only multiplies and adds: filling the grid point by point
+    // inside it (a length check and a store per term) cost a sizing a third more.
+    const values = grid.values;
+    const known = Math.min(grid.length, MAX_TERMS);
+    for (; i < known; i++) {
+      total += weight * (values[i] as number);
+      if (tail < TAIL_EPSILON) return Math.min(1, total);
+      weight *= rho;
+      tail *= rho;
     }
-    total += weight * (values[i] as number);
-    if (tail < TAIL_EPSILON) break;
-    weight *= rho;
-    tail *= rho;
+    if (i >= MAX_TERMS || grid.complete) break;
+    extendGrid(p, grid, budget, probeCostMs, Math.min(MAX_TERMS, Math.max(i + GRID_CHUNK, 2 * i)));
   }
   return Math.min(1, total);
+}
+
+/** Points the grid grows by at least, when a sum runs past its end. */
+const GRID_CHUNK = 32;
+
+/**
+ * The grid's points up to `upTo` (exclusive), or up to the bottom of S's support (then complete). Every point is
+ * what it would be filled one at a time: a point depends only on its place, never on how far the grid had got.
+ */
+function extendGrid(p: PreparedServiceTime, grid: CdfGrid, budget: number, probeCostMs: number, upTo: number): void {
+  let values = grid.values;
+  for (let i = grid.length; i < upTo; i++) {
+    const x = budget - i * probeCostMs;
+    if (x < p.minMs) {
+      grid.complete = true;
+      return;
+    }
+    if (i === values.length) values = growGrid(grid);
+    values[i] = nextGridValue(p, grid, x);
+    grid.length = i + 1;
+  }
 }
 
 /** P(response time <= RT_max) with n backends. 0 when n is infeasible (utilisation >= 1). */

@@ -41,6 +41,7 @@ export class SlaWindowTracker {
   private hitsInWindow = 0;
   private windows = 0;
   private compliant = 0;
+  private slot = 0;
 
   constructor(options: SlaWindowOptions) {
     this.windowSize = options.windowSize ?? SWAYAM_DEFAULTS.slaWindowSize;
@@ -55,9 +56,11 @@ export class SlaWindowTracker {
   /** One finished request: its latency, or undefined if it failed or was dropped (a miss). O(1). */
   record(latencyMs: number | undefined): void {
     const hit = latencyMs !== undefined && latencyMs <= this.rtMaxMs ? 1 : 0;
-    const slot = this.requests % this.windowSize;
+    // requests % windowSize, kept as a cursor (the simulator records every request it completes).
+    const slot = this.slot;
     if (this.requests >= this.windowSize) this.hitsInWindow -= this.ring[slot] ?? 0;
     this.ring[slot] = hit;
+    this.slot = slot + 1 === this.windowSize ? 0 : slot + 1;
     this.hitsInWindow += hit;
     this.hits += hit;
     this.requests++;
