@@ -26,6 +26,11 @@ import { PeakWindow } from "./headroom.js";
  */
 export const LOAN_FLOOR_PLAN: ForecastPlan = { kind: "quantile", q: 0.9 };
 
+/** A service's share as its floor reads it: the larger of its two plans' shares (undefined: neither planned yet). */
+export function loanShare(planned: number | undefined, upper: number | undefined): number | undefined {
+  return planned === undefined ? upper : upper === undefined ? planned : Math.max(planned, upper);
+}
+
 /** What the floors need to know of one service at a loan step. */
 export interface ServiceLoad {
   readonly name: string;

@@ -74,10 +74,8 @@ export interface GrpcServerOptions {
   host: string;
   port: number;
   maxReceiveMessageBytes?: number;
-  /** HTTP/2 flow-control window per stream; SERVER_WINDOW_BYTES unless given. */
+  /** HTTP/2 flow-control window per stream; SERVER_WINDOW_BYTES unless given (a connection's is always that). */
   windowBytes?: number;
-  /** HTTP/2 flow-control window per connection, shared by its streams; SERVER_WINDOW_BYTES unless given. */
-  connectionWindowBytes?: number;
   credentials?: grpc.ServerCredentials;
   register(server: grpc.Server): void;
 }
@@ -142,7 +140,7 @@ export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
  * The per-stream window a server facing unauthenticated clients grants (the broker): Node's default. A request over
  * the size limit is refused at its length prefix, but what its client sent meanwhile, up to this window, still
  * arrives; under 4 MiB stream windows the hostile-client drill failed once in CI (the others' p99 from 15 to 42 ms;
- * its bar is 2x). The connection's window stays SERVER_WINDOW_BYTES (GrpcServerOptions.connectionWindowBytes): at
+ * its bar is 2x). The connection's window stays SERVER_WINDOW_BYTES: at
  * 64 KiB a client's concurrent uploads took turns on it (`npm run bench:datapath`, image, full path 205-261
  * requests/s against 290-340; docs/results.md).
  */
@@ -163,11 +161,11 @@ function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureSer
  * announces it in every new session's first SETTINGS, and each session widens its connection window when it opens.
  * If a grpc-js release renames its servers' field, sessions keep Node's default and the caller says so.
  */
-function widenServerWindows(server: grpc.Server, streamBytes: number, connectionBytes: number): boolean {
+function widenServerWindows(server: grpc.Server, streamBytes: number): boolean {
   const servers = http2ServersOf(server);
   for (const h2 of servers) {
     h2.updateSettings({ initialWindowSize: streamBytes });
-    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(connectionBytes));
+    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(SERVER_WINDOW_BYTES));
   }
   return servers.length > 0;
 }
@@ -190,7 +188,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       err ? reject(err) : resolve(bound),
     );
   });
-  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES, options.connectionWindowBytes ?? SERVER_WINDOW_BYTES)) {
+  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES)) {
     process.emitWarning("grpc-js server internals changed: HTTP/2 windows stay at 64 KiB (large requests slow down)", "InferGridWarning");
   }
   return {

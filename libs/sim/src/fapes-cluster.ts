@@ -23,6 +23,7 @@ import {
   inferenceNeed,
   LOAN_FLOOR_PLAN,
   type LoanedServer,
+  loanShare,
   type LoanJob,
   type NeedRule,
   PeakWindow,
@@ -186,11 +187,6 @@ const STARTING = 1; // launching, or paused to restart: working after its READY 
 const RUNNING = 2;
 const RETURNING = 3; // reclaimed, finishing its item within the grace period
 
-/** The larger of two shares, either of which may be missing (both missing: undefined, no plan yet). */
-function larger(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
-}
-
 export class FapesLoans implements LoanHook {
   private readonly jobs: JobState[];
   private readonly byName = new Map<string, number>();
@@ -332,7 +328,7 @@ export class FapesLoans implements LoanHook {
       const sharesOnly = this.mode.sharesOnly === true;
       const services: ServiceLoad[] = this.sim.config.jobs.map((job, j) => ({
         name: job.name,
-        share: larger(shares?.get(job.name)?.share, this.floorShares?.get(job.name)?.share),
+        share: loanShare(shares?.get(job.name)?.share, this.floorShares?.get(job.name)?.share),
         ratePerS: sharesOnly ? undefined : this.rates?.ratePerS(j, now),
         serviceMs: meanServiceMs(job.serviceTime),
         sloMs: job.sloMs,

@@ -362,7 +362,6 @@ function tryNext<K, H>(
   out.push({ kind: "send", index, entry, delayMs: gap, attempt: st.attempts, hold: undefined });
 }
 
-/** The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam). */
 /**
  * The entry to try: the cheapest untried one when the view prices entries (Kairos), else a random one (Swayam).
  * `knownTried`: triedWithRoom's count, just taken in this step (st.tried.found still holds those entries), so

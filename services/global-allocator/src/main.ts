@@ -1,6 +1,6 @@
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { heartbeatVerifier, JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane";
-import { LOAN_FLOOR_PLAN } from "@infergrid/fapes";
+import { LOAN_FLOOR_PLAN, loanShare } from "@infergrid/fapes";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
 import { themisPolicy } from "@infergrid/themis";
@@ -114,9 +114,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
           // the rate the frontends reported over one reclaim lead time.
           loadOf: (n: string, now: number) => {
             const leadMs = config.jobGraceMs + config.plannedColdStartMs;
-            const planned = planner.describe(n)?.share;
-            const floor = planner.floorShare(n);
-            const share = planned === undefined ? floor : floor === undefined ? planned : Math.max(planned, floor);
+            const share = loanShare(planner.describe(n)?.share, planner.floorShare(n));
             const ratePerS = signals.latestRatePerS(n, now, leadMs + LOAN_RATE_MAX_AGE_MS, leadMs);
             const o = signals.outcomes(n, now - leadMs);
             return {
