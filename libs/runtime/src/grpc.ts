@@ -3,6 +3,7 @@ import type { Http2SecureServer, Http2Server, ServerHttp2Session } from "node:ht
 import * as grpc from "@grpc/grpc-js";
 import { HealthImplementation } from "grpc-health-check";
 import type { Logger } from "pino";
+import { installUnaryDirect } from "./unary-direct.js";
 
 export { grpc };
 
@@ -176,8 +177,9 @@ export function onServerDrain(server: grpc.Server, drain: () => void): void {
 }
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcServerHandle> {
+  const maxReceiveMessageBytes = options.maxReceiveMessageBytes ?? 4 * 1024 * 1024;
   const server = new grpc.Server({
-    "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? 4 * 1024 * 1024,
+    "grpc.max_receive_message_length": maxReceiveMessageBytes,
     "grpc.keepalive_permit_without_calls": 1,
   });
   const health = new HealthImplementation({ "": "NOT_SERVING" });
@@ -190,6 +192,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
   });
   if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES)) {
     process.emitWarning("grpc-js server internals changed: HTTP/2 windows stay at 64 KiB (large requests slow down)", "InferGridWarning");
+  }
+  if (!installUnaryDirect(server, http2ServersOf(server), maxReceiveMessageBytes)) {
+    process.emitWarning("grpc-js server internals changed: the request path's methods stay on grpc-js (slower)", "InferGridWarning");
   }
   return {
     server,

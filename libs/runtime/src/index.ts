@@ -1,4 +1,5 @@
 export * from "./backend-resize.js";
+export * from "./buffer-pool.js";
 export * from "./certs.js";
 export * from "./client-cache.js";
 export * from "./config.js";
@@ -16,3 +17,4 @@ export * from "./peer-identity.js";
 export * from "./security.js";
 export * from "./service.js";
 export * from "./shutdown.js";
+export * from "./unary-direct.js";

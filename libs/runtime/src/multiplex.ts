@@ -3,6 +3,7 @@ import { isChunked, MultiplexDefinition, type rpc } from "@infergrid/proto";
 import { createClient, GrpcStatusError, grpc, onServerDrain } from "./grpc.js";
 import type { UnaryChannel } from "./h2-channel.js";
 import type { Logger } from "./logger.js";
+import { serveUnaryDirect, type UnaryDirectOptions } from "./unary-direct.js";
 
 /**
  * Unary calls multiplexed over one long-lived gRPC stream per peer (proto/infergrid/rpc/v1/multiplex.proto),
@@ -443,12 +444,16 @@ export function addServiceWithMultiplex<D extends grpc.ServiceDefinition>(
       : never;
   },
   logger: Logger,
+  /** Also serve each method on the direct path (unary-direct.ts), with these options. */
+  direct?: UnaryDirectOptions,
 ): MultiplexServer {
   server.addService(definition, implementation);
   const routes = Object.keys(definition).map((name) => {
     const method = definition[name] as grpc.MethodDefinition<unknown, unknown>;
     if (method.requestStream || method.responseStream) throw new Error(`${method.path} is not unary: it cannot be multiplexed`);
-    return multiplexRoute(method, implementation[name] as grpc.handleUnaryCall<unknown, unknown>);
+    const handler = implementation[name] as grpc.handleUnaryCall<unknown, unknown>;
+    if (direct) serveUnaryDirect(server, method, handler, direct);
+    return multiplexRoute(method, handler);
   });
   return addMultiplexService(server, routes, logger);
 }

@@ -1,7 +1,15 @@
 import { heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
-import { RoutedInferenceDefinition } from "@infergrid/proto";
-import { CLIENT_FACING_WINDOW_BYTES, ClientCache, type Logger, peerIdentity, runService, unaryHandler } from "@infergrid/runtime";
+import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
+import {
+  CLIENT_FACING_WINDOW_BYTES,
+  ClientCache,
+  type Logger,
+  peerIdentity,
+  runService,
+  serveUnaryDirect,
+  unaryHandler,
+} from "@infergrid/runtime";
 import { Counter } from "prom-client";
 import { brokerConfig } from "./config.js";
 import { Forwarder, watchFrontends } from "./forwarder.js";
@@ -79,18 +87,20 @@ await runService("broker", brokerConfig, async (ctx) => {
     role: "broker",
     maxReceiveMessageBytes: config.maxRequestBytes,
     windowBytes: CLIENT_FACING_WINDOW_BYTES,
-    register: (server) =>
-      server.addService(RoutedInferenceDefinition, {
-        Infer: unaryHandler(logger, async (req, call) => {
-          const identity = peerIdentity(call);
-          const client = ingress.admit("grpc", {
-            authorization: call.metadata.get("authorization").map(String),
-            peer: peerAddress(call.getPeer()),
-            certificateClient: identity?.role === "client" ? identity.id : undefined,
-          });
-          return ingress.handle("grpc", req, call.getDeadline(), client);
-        }),
-      }),
+    register: (server) => {
+      const infer = unaryHandler<RoutedInferRequest, Uint8Array>(logger, async (req, call) => {
+        const identity = peerIdentity(call);
+        const client = ingress.admit("grpc", {
+          authorization: call.metadata.get("authorization").map(String),
+          peer: peerAddress(call.getPeer()),
+          certificateClient: identity?.role === "client" ? identity.id : undefined,
+        });
+        return ingress.handle("grpc", req, call.getDeadline(), client);
+      });
+      server.addService(RoutedInferenceDefinition, { Infer: infer });
+      // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
+      serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, { pooled: true });
+    },
   });
 
   return {

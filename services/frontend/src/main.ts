@@ -77,6 +77,9 @@ await runService("frontend", frontendConfig, async (ctx) => {
           ),
         },
         logger,
+        // The request (its tensors views of the body) does not outlive the call: the frontend forwards it and
+        // answers with what the backend sent.
+        { pooled: true },
       ),
   });
 

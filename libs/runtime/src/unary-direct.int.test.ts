@@ -1,0 +1,272 @@
+import http2 from "node:http2";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GrpcServerHandle, grpc, startGrpcServer, statusOf } from "./grpc.js";
+import { H2Channel } from "./h2-channel.js";
+import { serveUnaryDirect, unaryDirectPoolStats } from "./unary-direct.js";
+
+/**
+ * The direct path against grpc-js itself: the same handlers on a server with and without it, called with grpc-js's
+ * client, the request path's H2Channel and raw HTTP/2, must give the same answers, statuses, messages and trailing
+ * metadata. Then what only the direct path does: pooled bodies that are not reused while their call runs.
+ */
+const bytes = (b: Buffer) => b;
+const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
+  path: `/test.Direct/${name}`,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: bytes,
+  requestDeserialize: bytes,
+  responseSerialize: bytes,
+  responseDeserialize: bytes,
+});
+const Echo = method("Echo");
+const Fail = method("Fail");
+const Slow = method("Slow");
+const Hold = method("Hold");
+const MAX = 1536 * 1024;
+
+const cancelled: string[] = [];
+const handlers: Record<string, grpc.handleUnaryCall<Buffer, Buffer>> = {
+  Echo: (call, cb) => {
+    const md = new grpc.Metadata();
+    md.set("x-peer-seen", call.getPeer().includes(":") ? "yes" : "no");
+    const deadline = call.getDeadline();
+    md.set("x-deadline", deadline === Number.POSITIVE_INFINITY ? "none" : "set");
+    cb(null, Buffer.concat([Buffer.from(`${String(call.metadata.get("x-who")[0] ?? "")}:`), call.request]), md);
+  },
+  Fail: (_call, cb) => {
+    const md = new grpc.Metadata();
+    md.set("x-infergrid-retry-after-ms", "250");
+    cb({ code: grpc.status.UNAVAILABLE, details: "busy: 100 % ünicode, retry", metadata: md });
+  },
+  Slow: (call, cb) => {
+    call.on("cancelled", () => cancelled.push(call.request.toString()));
+    setTimeout(() => cb(null, call.request), 1_000);
+  },
+  // Holds its request while other calls arrive, then says whether its bytes are still all its first byte's.
+  Hold: (call, cb) => {
+    setTimeout(() => {
+      const first = call.request[0] ?? 0;
+      const intact = call.request.every((b) => b === first);
+      cb(intact ? null : { code: grpc.status.DATA_LOSS, details: "request changed under its call" }, Buffer.from([first]));
+    }, 30);
+  },
+};
+
+function register(direct: boolean) {
+  return (server: grpc.Server) => {
+    const service = { Echo, Fail, Slow, Hold };
+    server.addService(service, handlers);
+    if (direct)
+      for (const [name, m] of Object.entries(service))
+        serveUnaryDirect(server, m, handlers[name] as grpc.handleUnaryCall<Buffer, Buffer>, { pooled: true });
+  };
+}
+
+let grpcJs: GrpcServerHandle;
+let direct: GrpcServerHandle;
+const clients: grpc.Client[] = [];
+const channels: H2Channel[] = [];
+
+beforeAll(async () => {
+  grpcJs = await startGrpcServer({ host: "127.0.0.1", port: 0, maxReceiveMessageBytes: MAX, register: register(false) });
+  direct = await startGrpcServer({ host: "127.0.0.1", port: 0, maxReceiveMessageBytes: MAX, register: register(true) });
+});
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  for (const c of channels) c.close();
+  await Promise.all([grpcJs?.shutdown(100), direct?.shutdown(100)]);
+});
+
+type Caller = "grpc-js" | "h2";
+function client(server: GrpcServerHandle, kind: Caller, options: grpc.ChannelOptions = {}): grpc.Client | H2Channel {
+  if (kind === "h2") {
+    const ch = new H2Channel(server.address, {
+      maxReceiveMessageBytes: 4 * 1024 * 1024,
+      keepaliveMs: 10_000,
+      keepaliveTimeoutMs: 5_000,
+      initialBackoffMs: 100,
+      maxBackoffMs: 500,
+    });
+    channels.push(ch);
+    return ch;
+  }
+  const c = new grpc.Client(server.address, grpc.credentials.createInsecure(), options);
+  clients.push(c);
+  return c;
+}
+
+interface Outcome {
+  code: grpc.status;
+  details: string;
+  body?: string;
+  metadata: Record<string, unknown>;
+}
+
+async function outcome(promise: Promise<Buffer>): Promise<Outcome> {
+  try {
+    const body = await promise;
+    return {
+      code: grpc.status.OK,
+      details: "",
+      body: body.length > 64 ? `${body.length} bytes of ${body[0]}` : body.toString(),
+      metadata: {},
+    };
+  } catch (err) {
+    const s = statusOf(err);
+    const md = Object.fromEntries(Object.entries(s.metadata.getMap()).filter(([k]) => k.startsWith("x-")));
+    return { code: s.code, details: s.details, metadata: md };
+  }
+}
+
+/** One call and what came back, trailing metadata of an OK answer included. */
+function callWith(
+  c: grpc.Client | H2Channel,
+  m: grpc.MethodDefinition<Buffer, Buffer>,
+  body: Buffer,
+  md = new grpc.Metadata(),
+  deadlineMs = 5_000,
+) {
+  let trailing: Record<string, unknown> = {};
+  const p = new Promise<Buffer>((resolve, reject) => {
+    const call = c.makeUnaryRequest(m.path, bytes, bytes, body, md, { deadline: Date.now() + deadlineMs }, (err, value) =>
+      err ? reject(err) : resolve(value ?? Buffer.alloc(0)),
+    );
+    if ("on" in call && typeof call.on === "function")
+      call.on("status", (s: grpc.StatusObject) => {
+        trailing = Object.fromEntries(Object.entries(s.metadata.getMap()).filter(([k]) => k.startsWith("x-")));
+      });
+  });
+  return outcome(p).then((o) => (o.code === grpc.status.OK ? { ...o, metadata: trailing } : o));
+}
+
+describe("the direct path answers as grpc-js does", () => {
+  const who = new grpc.Metadata();
+  who.set("x-who", "ana");
+  const cases: Array<[string, grpc.MethodDefinition<Buffer, Buffer>, () => Buffer, grpc.Metadata]> = [
+    ["an answer, with the caller's metadata, peer and deadline seen", Echo, () => Buffer.from("hello"), who],
+    ["an empty request", Echo, () => Buffer.alloc(0), new grpc.Metadata()],
+    ["a request over 64 KiB (pooled)", Echo, () => Buffer.alloc(600 * 1024, 7), who],
+    ["a status with its message and trailing metadata", Fail, () => Buffer.from("x"), new grpc.Metadata()],
+    ["a request over the size limit", Echo, () => Buffer.alloc(2 * 1024 * 1024, 1), new grpc.Metadata()],
+  ];
+  for (const kind of ["grpc-js", "h2"] as const) {
+    for (const [what, m, body, md] of cases) {
+      it(`${what} (${kind} client)`, async () => {
+        const [viaGrpcJs, viaDirect] = await Promise.all([
+          callWith(client(grpcJs, kind), m, body(), md),
+          callWith(client(direct, kind), m, body(), md),
+        ]);
+        expect(viaDirect).toEqual(viaGrpcJs);
+      });
+    }
+  }
+
+  it("says the expected things in those cases (so that equal is not equally wrong)", async () => {
+    const c = client(direct, "grpc-js");
+    expect(await callWith(c, Echo, Buffer.from("hello"), who)).toMatchObject({
+      code: grpc.status.OK,
+      body: "ana:hello",
+      metadata: { "x-peer-seen": "yes", "x-deadline": "set" },
+    });
+    expect(await callWith(c, Fail, Buffer.from("x"))).toEqual({
+      code: grpc.status.UNAVAILABLE,
+      details: "busy: 100 % ünicode, retry",
+      metadata: { "x-infergrid-retry-after-ms": "250" },
+    });
+    const big = await callWith(c, Echo, Buffer.alloc(2 * 1024 * 1024, 1));
+    expect(big.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(big.details).toContain("larger than max");
+  });
+
+  it("the deadline, for both servers: DEADLINE_EXCEEDED", async () => {
+    for (const server of [grpcJs, direct]) {
+      const o = await callWith(client(server, "h2"), Slow, Buffer.from("late"), new grpc.Metadata(), 150);
+      expect(o.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    }
+  });
+
+  it("a client's cancellation reaches the handler", async () => {
+    const before = cancelled.length;
+    const c = client(direct, "grpc-js");
+    const call = c.makeUnaryRequest(Slow.path, bytes, bytes, Buffer.from("cancel-me"), new grpc.Metadata(), {}, () => {});
+    await new Promise((r) => setTimeout(r, 100));
+    call.cancel();
+    await expect.poll(() => cancelled.slice(before), { timeout: 2_000 }).toContain("cancel-me");
+  });
+
+  it("a gzip-compressed request goes to grpc-js, and is answered", async () => {
+    const c = client(direct, "grpc-js", { "grpc.default_compression_algorithm": 2 });
+    expect(await callWith(c, Echo, Buffer.from("zipped"), who)).toMatchObject({ code: grpc.status.OK, body: "ana:zipped" });
+  });
+
+  it("a method it was not given stays grpc-js's (health)", async () => {
+    direct.health.setStatus("", "SERVING");
+    const c = client(direct, "grpc-js");
+    const Check: grpc.MethodDefinition<Buffer, Buffer> = { ...method("x"), path: "/grpc.health.v1.Health/Check" };
+    // HealthCheckRequest{service: ""} is empty; SERVING is field 1 = 1.
+    expect(await callWith(c, Check, Buffer.alloc(0))).toMatchObject({ code: grpc.status.OK, body: "\u0008\u0001" });
+  });
+
+  const raw = (server: GrpcServerHandle, headers: http2.OutgoingHttpHeaders, body: Buffer | undefined) =>
+    new Promise<{ status: string; message: string }>((resolve, reject) => {
+      const session = http2.connect(`http://${server.address}`);
+      session.on("error", reject);
+      const stream = session.request({
+        ":method": "POST",
+        ":path": Echo.path,
+        "content-type": "application/grpc",
+        te: "trailers",
+        ...headers,
+      });
+      let got: http2.IncomingHttpHeaders = {};
+      stream.on("response", (h) => {
+        got = h;
+      });
+      stream.on("trailers", (t) => {
+        got = { ...got, ...t };
+      });
+      stream.on("error", () => {});
+      stream.on("close", () => {
+        session.close();
+        resolve({ status: String(got["grpc-status"]), message: decodeURI(String(got["grpc-message"])) });
+      });
+      stream.resume();
+      if (body) stream.end(body);
+      else stream.end();
+    });
+  const framed = (b: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, 0, b.length]), b]);
+
+  it("raw HTTP/2: no message, a cut message, a second message, a bad grpc-timeout", async () => {
+    const inputs: Array<[http2.OutgoingHttpHeaders, Buffer | undefined, grpc.status]> = [
+      [{}, undefined, grpc.status.UNIMPLEMENTED],
+      [{}, framed(Buffer.from("abc")).subarray(0, 6), grpc.status.UNIMPLEMENTED],
+      [{}, Buffer.concat([framed(Buffer.from("a")), framed(Buffer.from("b"))]), grpc.status.UNIMPLEMENTED],
+      [{ "grpc-timeout": "soon" }, framed(Buffer.from("a")), grpc.status.INTERNAL],
+      [{ "grpc-timeout": "5S" }, framed(Buffer.from("a")), grpc.status.OK],
+    ];
+    for (const [headers, body, code] of inputs) {
+      const [a, b] = [await raw(grpcJs, headers, body), await raw(direct, headers, body)];
+      expect(b).toEqual(a);
+      expect(Number(b.status)).toBe(code);
+    }
+  });
+});
+
+describe("pooled bodies", () => {
+  it("are not reused while their call runs, under concurrent calls", async () => {
+    const c = client(direct, "h2");
+    const outcomes = await Promise.all(Array.from({ length: 24 }, (_, i) => callWith(c, Hold, Buffer.alloc(200 * 1024 + i * 1000, i + 1))));
+    expect(outcomes.map((o) => o.code)).toEqual(outcomes.map(() => grpc.status.OK));
+    expect(outcomes.map((o) => o.body)).toEqual(outcomes.map((_, i) => String.fromCharCode(i + 1)));
+  });
+
+  it("are reused: sequential image-sized calls allocate no new buffer", async () => {
+    const c = client(direct, "h2");
+    await callWith(c, Echo, Buffer.alloc(588 * 1024, 3));
+    const before = unaryDirectPoolStats().allocations;
+    for (let i = 0; i < 20; i++) expect((await callWith(c, Echo, Buffer.alloc(588 * 1024, 3))).code).toBe(grpc.status.OK);
+    expect(unaryDirectPoolStats().allocations - before).toBe(0);
+  });
+});
