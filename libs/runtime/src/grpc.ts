@@ -138,14 +138,15 @@ const drains = new WeakMap<grpc.Server, () => void>();
 export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /**
- * The per-stream window a server facing unauthenticated clients grants (the broker): Node's default. A request over
- * the size limit is refused at its length prefix, but what its client sent meanwhile, up to this window, still
- * arrives; under 4 MiB stream windows the hostile-client drill failed once in CI (the others' p99 from 15 to 42 ms;
- * its bar is 2x). The connection's window stays SERVER_WINDOW_BYTES: at
- * 64 KiB a client's concurrent uploads took turns on it (`npm run bench:datapath`, image, full path 205-261
- * requests/s against 290-340; docs/results.md).
+ * The per-stream window a server facing unauthenticated clients grants (the broker): one image (588 KiB) and room to
+ * spare, so that an upload does not stop for WINDOW_UPDATEs, but a quarter of SERVER_WINDOW_BYTES. A request over the
+ * size limit is refused at its length prefix and its stream reset (unary-direct.ts), yet what its client sent
+ * meanwhile, up to this window, still arrives: under 4 MiB stream windows and grpc-js (no reset) the hostile-client
+ * drill failed once in CI (the others' p99 from 15 to 42 ms; its bar is 2x); at 1 MiB with the reset it passed 3 of
+ * 3 runs (p99 1.1-1.4x). The connection's window stays SERVER_WINDOW_BYTES: at 64 KiB a client's concurrent uploads
+ * took turns on it (docs/results.md, "Data path").
  */
-export const CLIENT_FACING_WINDOW_BYTES = 65_535;
+export const CLIENT_FACING_WINDOW_BYTES = 1024 * 1024;
 
 /** What grpc-js keeps of the HTTP/2 servers it made: private, so read through a check, never assumed. */
 function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureServer> {
