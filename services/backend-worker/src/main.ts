@@ -194,6 +194,9 @@ await runService("backend-worker", backendConfig, async (ctx) => {
           ),
         },
         logger,
+        // Served on the direct path too, bodies pooled: a request keeps nothing of its bytes once decoded (routed.ts
+        // decodeExecuteRequest copies tensors into Float32Arrays of their own; the other methods' requests are small).
+        { pooled: true },
       ),
   });
   const idleTimer = setInterval(() => worker.checkIdle(), Math.max(50, Math.min(1000, config.idleTimeoutMs / 10)));
