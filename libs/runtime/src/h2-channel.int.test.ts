@@ -3,6 +3,7 @@ import { connect, type Settings } from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bytesMethod } from "./bytes-method.js";
 import { makeCa, makeCert } from "./certs.js";
 import {
   CLIENT_FACING_WINDOW_BYTES,
@@ -20,16 +21,7 @@ import { H2Channel, type H2ChannelOptions } from "./h2-channel.js";
  * statuses with their messages and trailing metadata, deadlines and cancellation as the server sees them,
  * limits, and a peer that is down, then back.
  */
-const bytes = (b: Buffer) => b;
-const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path: `/test.Echo/${name}`,
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: bytes,
-  requestDeserialize: bytes,
-  responseSerialize: bytes,
-  responseDeserialize: bytes,
-});
+const method = (name: string) => bytesMethod(`/test.Echo/${name}`);
 const Echo = method("Echo");
 const Fail = method("Fail");
 const Slow = method("Slow");

@@ -1,5 +1,6 @@
 export * from "./backend-resize.js";
 export * from "./buffer-pool.js";
+export * from "./bytes-method.js";
 export * from "./certs.js";
 export * from "./client-cache.js";
 export * from "./config.js";

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MultiplexDefinition, type rpc } from "@infergrid/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bytesMethod } from "./bytes-method.js";
 import { makeCa, makeCert } from "./certs.js";
 import { createClient, type GrpcServerHandle, grpc, startGrpcServer, statusOf, unaryCall } from "./grpc.js";
 import { H2Channel } from "./h2-channel.js";
@@ -15,16 +16,7 @@ import { requirePeerRole } from "./peer-identity.js";
  * unary calls, a broken stream failing its calls UNAVAILABLE, a drained server closing its streams, and the
  * caller's TLS identity reaching the handler.
  */
-const bytes = (b: Buffer) => b;
-const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path: `/test.Echo/${name}`,
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: bytes,
-  requestDeserialize: bytes,
-  responseSerialize: bytes,
-  responseDeserialize: bytes,
-});
+const method = (name: string) => bytesMethod(`/test.Echo/${name}`);
 const Echo = { Echo: method("Echo"), Fail: method("Fail"), Slow: method("Slow"), Who: method("Who") };
 
 /** What the handlers saw: whether each call came over the stream, and which were cancelled. */

@@ -1,5 +1,6 @@
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bytesMethod } from "./bytes-method.js";
 import { type GrpcServerHandle, grpc, startGrpcServer, statusOf } from "./grpc.js";
 import { H2Channel } from "./h2-channel.js";
 import { serveUnaryDirect, unaryDirectPoolStats } from "./unary-direct.js";
@@ -9,16 +10,7 @@ import { serveUnaryDirect, unaryDirectPoolStats } from "./unary-direct.js";
  * client, the request path's H2Channel and raw HTTP/2, must give the same answers, statuses, messages and trailing
  * metadata. Then what only the direct path does: pooled bodies that are not reused while their call runs.
  */
-const bytes = (b: Buffer) => b;
-const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
-  path: `/test.Direct/${name}`,
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: bytes,
-  requestDeserialize: bytes,
-  responseSerialize: bytes,
-  responseDeserialize: bytes,
-});
+const method = (name: string) => bytesMethod(`/test.Direct/${name}`);
 const Echo = method("Echo");
 const Fail = method("Fail");
 const Slow = method("Slow");
@@ -130,8 +122,14 @@ function callWith(
 ) {
   let trailing: Record<string, unknown> = {};
   const p = new Promise<Buffer>((resolve, reject) => {
-    const call = c.makeUnaryRequest(m.path, bytes, bytes, body, md, { deadline: Date.now() + deadlineMs }, (err, value) =>
-      err ? reject(err) : resolve(value ?? Buffer.alloc(0)),
+    const call = c.makeUnaryRequest(
+      m.path,
+      m.requestSerialize,
+      m.responseDeserialize,
+      body,
+      md,
+      { deadline: Date.now() + deadlineMs },
+      (err, value) => (err ? reject(err) : resolve(value ?? Buffer.alloc(0))),
     );
     if ("on" in call && typeof call.on === "function")
       call.on("status", (s: grpc.StatusObject) => {
@@ -190,7 +188,15 @@ describe("the direct path answers as grpc-js does", () => {
   it("a client's cancellation reaches the handler", async () => {
     const before = cancelled.length;
     const c = client(direct, "grpc-js");
-    const call = c.makeUnaryRequest(Slow.path, bytes, bytes, Buffer.from("cancel-me"), new grpc.Metadata(), {}, () => {});
+    const call = c.makeUnaryRequest(
+      Slow.path,
+      Slow.requestSerialize,
+      Slow.responseDeserialize,
+      Buffer.from("cancel-me"),
+      new grpc.Metadata(),
+      {},
+      () => {},
+    );
     await new Promise((r) => setTimeout(r, 100));
     call.cancel();
     await expect.poll(() => cancelled.slice(before), { timeout: 2_000 }).toContain("cancel-me");
