@@ -268,6 +268,26 @@ describe("pooled bodies", () => {
     expect(outcomes.map((o) => o.body)).toEqual(outcomes.map((_, i) => String.fromCharCode(i + 1)));
   });
 
+  it("are taken only once a body has all arrived, not for what a prefix claims", async () => {
+    const before = unaryDirectPoolStats();
+    const session = http2.connect(`http://${direct.address}`);
+    try {
+      const claimed = Buffer.alloc(5 + 10);
+      claimed.writeUInt32BE(MAX, 1);
+      const streams = Array.from({ length: 20 }, () => {
+        const st = session.request({ ":method": "POST", ":path": Echo.path, "content-type": "application/grpc", te: "trailers" });
+        st.on("error", () => {});
+        st.write(claimed);
+        return st;
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      expect(unaryDirectPoolStats()).toEqual(before);
+      for (const st of streams) st.close();
+    } finally {
+      session.destroy();
+    }
+  });
+
   it("are reused: sequential image-sized calls allocate no new buffer", async () => {
     const c = client(direct, "h2");
     await callWith(c, Echo, Buffer.alloc(588 * 1024, 3));

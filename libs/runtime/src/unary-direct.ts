@@ -10,8 +10,8 @@ import { BufferPool, type PooledBuffer } from "./buffer-pool.js";
  * grpc-js, which keeps every other method and the connections themselves. Written by hand for one reason:
  * grpc-js concatenates each request's body into a buffer allocated for it, and on a hop that forwards a
  * 588 KiB image that allocation is half the hop's CPU, through the garbage collection it starts (buffer-pool.ts).
- * Here the body is copied as it arrives into a pooled buffer, released once the handler has answered and the
- * stream has closed. The same handler object serves both paths, with the same statuses and messages as grpc-js
+ * Here a body is copied, once all of it has arrived, into a pooled buffer, released once the handler has answered
+ * and the stream has closed. The same handler object serves both paths, with the same statuses and messages as grpc-js
  * (server-interceptors.js): INTERNAL for a bad grpc-timeout or an undecodable body, RESOURCE_EXHAUSTED at the
  * length prefix of an oversized message, UNIMPLEMENTED for none or a second message, DEADLINE_EXCEEDED at the
  * deadline, the handler's status otherwise. Streams this path does not take (compressed bodies, a content-type
@@ -138,6 +138,9 @@ class DirectUnaryCall extends EventEmitter {
   private readonly prefix = Buffer.alloc(5);
   private prefixFilled = 0;
   private body: PooledBuffer | Buffer | undefined;
+  /** The message's length from its prefix, the chunks of it received so far and their bytes. */
+  private length = 0;
+  private parts: Buffer[] = [];
   private filled = 0;
   private messages = 0;
   private handlerDone = true;
@@ -218,25 +221,38 @@ class DirectUnaryCall extends EventEmitter {
           this.fail(grpc.status.UNIMPLEMENTED, `Received a second request message for server streaming method ${this.claim.method.path}`);
           return;
         }
-        this.release();
-        this.body = this.claim.pooled && length >= POOLED_BODY_BYTES ? pool.take(length) : Buffer.allocUnsafe(length);
+        this.length = length;
         this.filled = 0;
         if (length === 0) this.completeMessage();
         continue;
       }
-      const body = this.bytes();
-      if (!body) return;
-      const n = Math.min(body.length - this.filled, chunk.length - at);
-      chunk.copy(body, this.filled, at, at + n);
+      const n = Math.min(this.length - this.filled, chunk.length - at);
+      this.parts.push(chunk.subarray(at, at + n));
       this.filled += n;
       at += n;
-      if (this.filled === body.length) this.completeMessage();
+      if (this.filled === this.length) this.completeMessage();
     }
   }
 
+  /**
+   * The body is put together only once it is all here: what a call holds until then is what it received (the
+   * chunks, views of the session's reads), never the length its prefix claims, which a hostile client sets at the
+   * limit and then sends nothing.
+   */
   private completeMessage(): void {
     this.messages++;
     this.prefixFilled = 0;
+    const parts = this.parts;
+    this.parts = [];
+    if (this.claim.pooled && this.length >= POOLED_BODY_BYTES) {
+      const pooled = pool.take(this.length);
+      let at = 0;
+      for (const p of parts) {
+        pooled.bytes.set(p, at);
+        at += p.length;
+      }
+      this.body = pooled;
+    } else this.body = parts.length === 1 ? parts[0] : Buffer.concat(parts, this.length);
   }
 
   private onEnd(): void {
@@ -349,6 +365,7 @@ class DirectUnaryCall extends EventEmitter {
   }
 
   private release(): void {
+    this.parts = [];
     const b = this.body;
     this.body = undefined;
     if (b !== undefined && !Buffer.isBuffer(b)) b.release();
