@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bytesMethod } from "./bytes-method.js";
 import { type GrpcServerHandle, grpc, startGrpcServer, statusOf } from "./grpc.js";
 import { H2Channel } from "./h2-channel.js";
-import { serveUnaryDirect, unaryDirectPoolStats } from "./unary-direct.js";
+import { CLAIMED_BYTES_BUDGET, serveUnaryDirect, unaryDirectPoolStats } from "./unary-direct.js";
 
 /**
  * The direct path against grpc-js itself: the same handlers on a server with and without it, called with grpc-js's
@@ -268,21 +268,26 @@ describe("pooled bodies", () => {
     expect(outcomes.map((o) => o.body)).toEqual(outcomes.map((_, i) => String.fromCharCode(i + 1)));
   });
 
-  it("are taken only once a body has all arrived, not for what a prefix claims", async () => {
+  it("are claimed ahead of the bytes only within the budget: clients that claim lengths and send nothing hold at most it", async () => {
     const before = unaryDirectPoolStats();
     const session = http2.connect(`http://${direct.address}`);
     try {
-      const claimed = Buffer.alloc(5 + 10);
-      claimed.writeUInt32BE(MAX, 1);
-      const streams = Array.from({ length: 20 }, () => {
+      const claim = Buffer.alloc(5 + 10);
+      claim.writeUInt32BE(MAX, 1);
+      // 60 x 1.5 MiB claimed: beyond the 64 MiB budget.
+      const streams = Array.from({ length: 60 }, () => {
         const st = session.request({ ":method": "POST", ":path": Echo.path, "content-type": "application/grpc", te: "trailers" });
         st.on("error", () => {});
-        st.write(claimed);
+        st.write(claim);
         return st;
       });
-      await new Promise((r) => setTimeout(r, 200));
-      expect(unaryDirectPoolStats()).toEqual(before);
+      await expect.poll(() => unaryDirectPoolStats().claimedBytes, { timeout: 2_000 }).toBeGreaterThan(CLAIMED_BYTES_BUDGET - MAX);
+      expect(unaryDirectPoolStats().claimedBytes).toBeLessThanOrEqual(CLAIMED_BYTES_BUDGET);
+      expect(unaryDirectPoolStats().allocations - before.allocations).toBeLessThanOrEqual(Math.floor(CLAIMED_BYTES_BUDGET / MAX));
+      // A call beyond the budget is still served, from what it received.
+      expect((await callWith(client(direct, "h2"), Echo, Buffer.alloc(600 * 1024, 9))).body).toBe(`${600 * 1024 + 1} bytes of 58`);
       for (const st of streams) st.close();
+      await expect.poll(() => unaryDirectPoolStats().claimedBytes, { timeout: 2_000 }).toBe(0);
     } finally {
       session.destroy();
     }
