@@ -244,11 +244,12 @@ describe("the direct path answers as grpc-js does", () => {
     });
   const framed = (b: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, 0, b.length]), b]);
 
-  it("raw HTTP/2: no message, a cut message, a second message, a bad grpc-timeout", async () => {
+  it("raw HTTP/2: no message, a cut message, a second message, a message and a cut prefix, a bad grpc-timeout", async () => {
     const inputs: Array<[http2.OutgoingHttpHeaders, Buffer | undefined, grpc.status]> = [
       [{}, undefined, grpc.status.UNIMPLEMENTED],
       [{}, framed(Buffer.from("abc")).subarray(0, 6), grpc.status.UNIMPLEMENTED],
       [{}, Buffer.concat([framed(Buffer.from("a")), framed(Buffer.from("b"))]), grpc.status.UNIMPLEMENTED],
+      [{}, Buffer.concat([framed(Buffer.from("a")), Buffer.from([0, 0])]), grpc.status.OK],
       [{ "grpc-timeout": "soon" }, framed(Buffer.from("a")), grpc.status.INTERNAL],
       [{ "grpc-timeout": "5S" }, framed(Buffer.from("a")), grpc.status.OK],
     ];

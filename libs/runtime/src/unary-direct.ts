@@ -20,8 +20,8 @@ import { BufferPool, type PooledBuffer } from "./buffer-pool.js";
 export interface UnaryDirectOptions {
   /**
    * The request's bytes go back to the pool once the call is over: only for methods whose request, and what
-   * the handler derives from it, does not outlive the call (the routed hops: they forward views of it and
-   * answer with what the next hop sent).
+   * the handler derives from it, does not outlive the call (the routed hops forward views of it and answer with
+   * what the next hop sent; the backend decodes it into arrays of its own).
    */
   pooled: boolean;
 }
@@ -278,8 +278,8 @@ class DirectUnaryCall extends EventEmitter {
 
   private onEnd(): void {
     if (this.answered) return;
-    // A message cut short is no message, as for grpc-js.
-    if (this.messages === 0 || this.prefixFilled > 0) {
+    // A message cut short is no message, and what follows a whole one is ignored, as by grpc-js.
+    if (this.messages === 0) {
       this.fail(grpc.status.UNIMPLEMENTED, `Received no request message for server streaming method ${this.claim.method.path}`);
       return;
     }
