@@ -261,6 +261,50 @@ describe("the direct path answers as grpc-js does", () => {
   });
 });
 
+describe("beforeBody", () => {
+  it("refuses a call on its headers with the status it throws, and its handler never runs; lets the others through", async () => {
+    let ran = 0;
+    const Keyed = method("Keyed");
+    const server = await startGrpcServer({
+      host: "127.0.0.1",
+      port: 0,
+      maxReceiveMessageBytes: MAX,
+      register: (s) => {
+        const handler: grpc.handleUnaryCall<Buffer, Buffer> = (call, cb) => {
+          ran++;
+          cb(null, call.request.subarray(0, 1));
+        };
+        s.addService({ Keyed }, { Keyed: handler });
+        serveUnaryDirect(s, Keyed, handler, {
+          pooled: true,
+          beforeBody: (call) => {
+            if (call.metadata.get("x-key")[0] === "k") return;
+            const md = new grpc.Metadata();
+            md.set("x-why", "no key");
+            throw Object.assign(new Error("unused"), { code: grpc.status.UNAUTHENTICATED, details: "a key is needed", metadata: md });
+          },
+        });
+      },
+    });
+    try {
+      const keyed = new grpc.Metadata();
+      keyed.set("x-key", "k");
+      for (const kind of ["grpc-js", "h2"] as const) {
+        const c = client(server, kind);
+        expect(await callWith(c, Keyed, Buffer.alloc(1024 * 1024, 5))).toEqual({
+          code: grpc.status.UNAUTHENTICATED,
+          details: "a key is needed",
+          metadata: { "x-why": "no key" },
+        });
+        expect(await callWith(c, Keyed, Buffer.alloc(1024 * 1024, 5), keyed)).toMatchObject({ code: grpc.status.OK, body: "\u0005" });
+      }
+      expect(ran).toBe(2);
+    } finally {
+      await server.shutdown(100);
+    }
+  });
+});
+
 describe("pooled bodies", () => {
   it("are not reused while their call runs, under concurrent calls", async () => {
     const c = client(direct, "h2");

@@ -24,12 +24,19 @@ export interface UnaryDirectOptions {
    * what the next hop sent; the backend decodes it into arrays of its own).
    */
   pooled: boolean;
+  /**
+   * Runs once the call's headers are in, before any of its body is read: an error thrown (a status: code,
+   * details, metadata) is the answer, and the body is refused with the stream's reset. For what can be decided
+   * on the caller alone (the broker's client authentication), so that a refused request costs no body. The
+   * handler runs only for calls it let through; on grpc-js's path (compressed requests) it does not run, so the
+   * handler must decide for itself what it finds undecided.
+   */
+  beforeBody?: (call: grpc.ServerUnaryCall<unknown, unknown>) => void;
 }
 
-interface Claim {
+interface Claim extends UnaryDirectOptions {
   method: grpc.MethodDefinition<unknown, unknown>;
   handler: grpc.handleUnaryCall<unknown, unknown>;
-  pooled: boolean;
 }
 
 const claims = new WeakMap<grpc.Server, Map<string, Claim>>();
@@ -69,9 +76,9 @@ export function serveUnaryDirect<Req, Res>(
     claims.set(server, own);
   }
   own.set(method.path, {
+    ...options,
     method: method as grpc.MethodDefinition<unknown, unknown>,
     handler: handler as grpc.handleUnaryCall<unknown, unknown>,
-    pooled: options.pooled,
   });
 }
 
@@ -179,6 +186,17 @@ class DirectUnaryCall extends EventEmitter {
       const ms = (Number(m[1]) * (UNIT_MS[m[2] ?? "m"] ?? 1)) | 0;
       this.deadline = Date.now() + ms;
       this.timer = setTimeout(() => this.fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded"), ms);
+    }
+    if (claim.beforeBody) {
+      try {
+        claim.beforeBody(this as unknown as grpc.ServerUnaryCall<unknown, unknown>);
+      } catch (err) {
+        const e = err as Partial<grpc.StatusObject> & { message?: unknown };
+        if (typeof e.code === "number" && Number.isInteger(e.code))
+          this.fail(e.code, typeof e.details === "string" ? e.details : String(e.message ?? ""), e.metadata ?? undefined);
+        else this.fail(grpc.status.INTERNAL, err instanceof Error ? err.message : String(err));
+        return;
+      }
     }
     stream.on("data", (chunk: Buffer) => this.onData(chunk));
     stream.on("end", () => this.onEnd());

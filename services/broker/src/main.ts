@@ -4,6 +4,7 @@ import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/p
 import {
   CLIENT_FACING_WINDOW_BYTES,
   ClientCache,
+  type grpc,
   type Logger,
   peerIdentity,
   runService,
@@ -88,18 +89,27 @@ await runService("broker", brokerConfig, async (ctx) => {
     maxReceiveMessageBytes: config.maxRequestBytes,
     windowBytes: CLIENT_FACING_WINDOW_BYTES,
     register: (server) => {
-      const infer = unaryHandler<RoutedInferRequest, Uint8Array>(logger, async (req, call) => {
+      type Call = Pick<grpc.ServerUnaryCall<unknown, unknown>, "metadata" | "getPeer" | "getAuthContext">;
+      const admit = (call: Call) => {
         const identity = peerIdentity(call);
-        const client = ingress.admit("grpc", {
+        return ingress.admit("grpc", {
           authorization: call.metadata.get("authorization").map(String),
           peer: peerAddress(call.getPeer()),
           certificateClient: identity?.role === "client" ? identity.id : undefined,
         });
-        return ingress.handle("grpc", req, call.getDeadline(), client);
-      });
+      };
+      // Who a call comes from, when the direct path admitted it on its headers (before its body).
+      const admitted = new WeakMap<object, string>();
+      const infer = unaryHandler<RoutedInferRequest, Uint8Array>(logger, async (req, call) =>
+        ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call)),
+      );
       server.addService(RoutedInferenceDefinition, { Infer: infer });
-      // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
-      serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, { pooled: true });
+      serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, {
+        // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
+        pooled: true,
+        // A client that did not authenticate is refused before its body is read.
+        beforeBody: (call) => admitted.set(call, admit(call)),
+      });
     },
   });
 
