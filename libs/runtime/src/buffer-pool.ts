@@ -17,8 +17,7 @@ export interface PooledBuffer {
 export class BufferPool {
   private readonly free = new Map<number, Buffer[]>();
   private pooledBytes = 0;
-  /** Buffers allocated because the class's free list was empty (for tests and metrics). */
-  allocations = 0;
+  private allocated = 0;
 
   constructor(
     readonly maxPooledBytes: number,
@@ -44,7 +43,7 @@ export class BufferPool {
     if (backing) this.pooledBytes -= cls;
     else {
       backing = Buffer.allocUnsafeSlow(cls);
-      this.allocations++;
+      this.allocated++;
     }
     const owned = backing;
     let released = false;
@@ -60,6 +59,11 @@ export class BufferPool {
         else this.free.set(cls, [owned]);
       },
     };
+  }
+
+  /** Buffers allocated because the class's free list was empty (for tests and metrics). */
+  get allocations(): number {
+    return this.allocated;
   }
 
   /** Bytes held in free lists. */

@@ -138,6 +138,17 @@ const RESPONSE_HEADERS = {
   "grpc-encoding": "identity",
 };
 
+/** What an error thrown or passed by a handler answers, as grpc-js reads it (server-call.js serverErrorToStatus). */
+function statusOfError(err: unknown, trailer?: grpc.Metadata): { code: grpc.status; details: string; metadata: grpc.Metadata | undefined } {
+  const e: Partial<grpc.StatusObject> & { message?: unknown } = typeof err === "object" && err !== null ? err : { message: err };
+  const coded = typeof e.code === "number" && Number.isInteger(e.code);
+  return {
+    code: coded ? (e.code as grpc.status) : grpc.status.UNKNOWN,
+    details: coded && typeof e.details === "string" ? e.details : "message" in e ? String(e.message) : "Unknown Error",
+    metadata: trailer ?? e.metadata ?? undefined,
+  };
+}
+
 /**
  * One call on the direct path: what its handler sees of it is what grpc-js's ServerUnaryCall gives the request
  * path's handlers (request, metadata, getDeadline, getPeer, getAuthContext, `cancelled` and its event), as
@@ -191,10 +202,8 @@ class DirectUnaryCall extends EventEmitter {
       try {
         claim.beforeBody(this as unknown as grpc.ServerUnaryCall<unknown, unknown>);
       } catch (err) {
-        const e = err as Partial<grpc.StatusObject> & { message?: unknown };
-        if (typeof e.code === "number" && Number.isInteger(e.code))
-          this.fail(e.code, typeof e.details === "string" ? e.details : String(e.message ?? ""), e.metadata ?? undefined);
-        else this.fail(grpc.status.INTERNAL, err instanceof Error ? err.message : String(err));
+        const s = statusOfError(err);
+        this.fail(s.code, s.details, s.metadata);
         return;
       }
     }
@@ -313,22 +322,16 @@ class DirectUnaryCall extends EventEmitter {
     try {
       this.claim.handler(call, (err, value, trailer) => this.onAnswer(err, value, trailer ?? undefined));
     } catch (err) {
-      this.onAnswer({ code: grpc.status.UNKNOWN, details: err instanceof Error ? err.message : String(err) }, undefined, undefined);
+      this.onAnswer(err, undefined, undefined);
     }
   }
 
-  private onAnswer(err: Parameters<grpc.sendUnaryData<unknown>>[0], value: unknown, trailer: grpc.Metadata | undefined): void {
+  private onAnswer(err: unknown, value: unknown, trailer: grpc.Metadata | undefined): void {
     if (this.handlerDone) return;
     this.handlerDone = true;
     if (err) {
-      const code = typeof err.code === "number" && Number.isInteger(err.code) ? err.code : grpc.status.UNKNOWN;
-      const details =
-        typeof err.code === "number" && typeof err.details === "string"
-          ? err.details
-          : "message" in err
-            ? String(err.message)
-            : "Unknown Error";
-      this.fail(code, details, trailer ?? err.metadata ?? undefined);
+      const s = statusOfError(err, trailer);
+      this.fail(s.code, s.details, s.metadata);
     } else this.send(value, trailer);
     this.maybeRelease();
   }
