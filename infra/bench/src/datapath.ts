@@ -105,23 +105,37 @@ interface Row {
   path: string;
   result: LoopResult;
   /** CPU µs per answered request, by process. */
-  cpuUs: Record<(typeof PROCESSES)[number], number>;
+  cpuUs: CpuUs;
+}
+
+type CpuUs = Record<(typeof PROCESSES)[number], number>;
+const meterWindow = { onStart: () => meter.start(), onEnd: () => meter.stop() };
+
+/** CPU µs per request, by process, over the meter's last window. */
+function cpuPer(requests: number): CpuUs {
+  const per = (name: string) => (meter.usedMs(name) * 1000) / Math.max(1, requests);
+  return { client: per("client"), broker: per("broker"), frontend: per("frontend"), backend: per("backend") };
 }
 
 async function measure(payload: string, path: string, call: () => Promise<unknown>): Promise<Row> {
-  const result = await closedLoop(call, concurrency, warmupMs, durationMs, { onStart: () => meter.start(), onEnd: () => meter.stop() });
-  const per = (name: string) => (meter.usedMs(name) * 1000) / Math.max(1, result.requests);
-  return {
-    payload,
-    path,
-    result,
-    cpuUs: { client: per("client"), broker: per("broker"), frontend: per("frontend"), backend: per("backend") },
-  };
+  const result = await closedLoop(call, concurrency, warmupMs, durationMs, meterWindow);
+  return { payload, path, result, cpuUs: cpuPer(result.requests) };
+}
+
+/** The open loop at `rate`, with each process's CPU per request sent. */
+async function measureOpen(call: () => Promise<unknown>, rate: number): Promise<{ result: OpenLoopResult; cpuUs: CpuUs }> {
+  const result = await openLoop(call, rate, warmupMs, durationMs, meterWindow);
+  return { result, cpuUs: cpuPer(result.sent) };
 }
 
 const rows: Row[] = [];
 /** Per payload: the open-loop rate and each path's latencies at it. */
-const below: { payload: string; rate: number; direct: OpenLoopResult; full: OpenLoopResult }[] = [];
+const below: {
+  payload: string;
+  rate: number;
+  direct: Awaited<ReturnType<typeof measureOpen>>;
+  full: Awaited<ReturnType<typeof measureOpen>>;
+}[] = [];
 try {
   await eventually(
     "the path to serve",
@@ -154,8 +168,8 @@ try {
       below.push({
         payload,
         rate,
-        direct: await openLoop(direct, rate, warmupMs, durationMs),
-        full: await openLoop(full, rate, warmupMs, durationMs),
+        direct: await measureOpen(direct, rate),
+        full: await measureOpen(full, rate),
       });
     }
   }
@@ -193,12 +207,17 @@ if (below.length > 0) {
   console.log(
     `\nlatency below saturation: open loop at ${latencyLoad} x the full path's throughput above, evenly spaced, ${opts.duration} s per path`,
   );
-  console.log("| payload | req/s | direct p50 ms | direct p99 ms | full p50 ms | full p99 ms | p99 added ms | errors (direct, full) |");
-  console.log("|---|---|---|---|---|---|---|---|");
+  console.log(
+    "| payload | req/s | direct p50 ms | direct p99 ms | full p50 ms | full p99 ms | p99 added ms | errors (direct, full) | CPU µs/req direct: client, backend | full: client, broker, frontend, backend |",
+  );
+  console.log("|---|---|---|---|---|---|---|---|---|---|");
   for (const b of below) {
+    const [d, f] = [b.direct.result, b.full.result];
+    const [dc, fc] = [b.direct.cpuUs, b.full.cpuUs];
     console.log(
-      `| ${b.payload} | ${b.rate} | ${num(b.direct.p50Ms, 1)} | ${num(b.direct.p99Ms, 1)} | ${num(b.full.p50Ms, 1)} | ${num(b.full.p99Ms, 1)} | ` +
-        `${num(b.full.p99Ms - b.direct.p99Ms, 1)} | ${b.direct.errors}, ${b.full.errors} |`,
+      `| ${b.payload} | ${b.rate} | ${num(d.p50Ms, 1)} | ${num(d.p99Ms, 1)} | ${num(f.p50Ms, 1)} | ${num(f.p99Ms, 1)} | ` +
+        `${num(f.p99Ms - d.p99Ms, 1)} | ${d.errors}, ${f.errors} | ${num(dc.client)}, ${num(dc.backend)} | ` +
+        `${num(fc.client)}, ${num(fc.broker)}, ${num(fc.frontend)}, ${num(fc.backend)} |`,
     );
   }
 }

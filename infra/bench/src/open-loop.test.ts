@@ -23,6 +23,28 @@ describe("openLoop", () => {
     expect(r.p50Ms).toBeGreaterThanOrEqual(39);
   });
 
+  it("opens its window as the first measured request goes out and closes it once the last has ended", async () => {
+    const events: string[] = [];
+    let calls = 0;
+    await openLoop(
+      async () => {
+        calls += 1;
+        events.push(`call ${calls}`);
+        await new Promise((res) => setTimeout(res, 30));
+        events.push(`done ${calls}`);
+      },
+      50,
+      100,
+      100,
+      { onStart: () => events.push("start"), onEnd: () => events.push("end") },
+    );
+    // 5 warm-up sends (0, 20, ... 80 ms), then 5 measured: the window opens before the 6th and closes after every answer.
+    expect(events.indexOf("start")).toBe(events.indexOf("call 6") - 1);
+    expect(events.filter((e) => e.startsWith("call")).length).toBe(10);
+    expect(events.at(-1)).toBe("end");
+    expect(events.filter((e) => e === "start" || e === "end")).toEqual(["start", "end"]);
+  });
+
   it("refuses a rate that is not positive", async () => {
     await expect(openLoop(async () => undefined, 0, 0, 10)).rejects.toThrow(/positive/);
   });

@@ -18,6 +18,8 @@ export async function openLoop(
   ratePerSec: number,
   warmupMs: number,
   durationMs: number,
+  /** Called as the first measured request goes out, and once the last measured one has ended (a CPU meter's window). */
+  window: { onStart?(): void; onEnd?(): void } = {},
 ): Promise<OpenLoopResult> {
   if (!(ratePerSec > 0)) throw new Error(`rate must be positive, got ${ratePerSec}`);
   const gapMs = 1000 / ratePerSec;
@@ -34,6 +36,7 @@ export async function openLoop(
     const wait = at - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const measured = at >= measureFrom;
+    if (measured && sent === 0) window.onStart?.();
     if (measured) sent += 1;
     const t0 = performance.now();
     pending.push(
@@ -48,6 +51,7 @@ export async function openLoop(
     );
   }
   await Promise.all(pending);
+  window.onEnd?.();
   latencies.sort((a, b) => a - b);
   return { sent, answered: latencies.length, errors, p50Ms: percentile(latencies, 0.5), p99Ms: percentile(latencies, 0.99) };
 }
