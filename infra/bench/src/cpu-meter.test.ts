@@ -19,5 +19,7 @@ describe("CpuMeter", () => {
     expect(meter.usedMs("self")).toBeGreaterThanOrEqual(300);
     expect(Math.abs(meter.usedMs("proc") - meter.usedMs("self"))).toBeLessThan(60);
     expect(meter.usedMs("unknown")).toBeNaN();
+    expect(meter.usPerRequest("self", 100)).toBeCloseTo((meter.usedMs("self") * 1000) / 100);
+    expect(meter.usPerRequest("self", 0)).toBeCloseTo(meter.usedMs("self") * 1000);
   });
 });

@@ -43,4 +43,12 @@ export class CpuMeter {
   usedMs(name: string): number {
     return (this.after.get(name) ?? Number.NaN) - (this.before.get(name) ?? Number.NaN);
   }
+
+  /** CPU µs a process used per request over the last window, `requests` having been served in it. */
+  usPerRequest(name: string, requests: number): number {
+    return (this.usedMs(name) * 1000) / Math.max(1, requests);
+  }
+
+  /** The window as the load loops take it (closedLoop's and openLoop's `window`). */
+  readonly window = { onStart: () => this.start(), onEnd: () => this.stop() };
 }

@@ -109,22 +109,21 @@ interface Row {
 }
 
 type CpuUs = Record<(typeof PROCESSES)[number], number>;
-const meterWindow = { onStart: () => meter.start(), onEnd: () => meter.stop() };
 
 /** CPU µs per request, by process, over the meter's last window. */
 function cpuPer(requests: number): CpuUs {
-  const per = (name: string) => (meter.usedMs(name) * 1000) / Math.max(1, requests);
+  const per = (name: string) => meter.usPerRequest(name, requests);
   return { client: per("client"), broker: per("broker"), frontend: per("frontend"), backend: per("backend") };
 }
 
 async function measure(payload: string, path: string, call: () => Promise<unknown>): Promise<Row> {
-  const result = await closedLoop(call, concurrency, warmupMs, durationMs, meterWindow);
+  const result = await closedLoop(call, concurrency, warmupMs, durationMs, meter.window);
   return { payload, path, result, cpuUs: cpuPer(result.requests) };
 }
 
 /** The open loop at `rate`, with each process's CPU per request sent. */
 async function measureOpen(call: () => Promise<unknown>, rate: number): Promise<{ result: OpenLoopResult; cpuUs: CpuUs }> {
-  const result = await openLoop(call, rate, warmupMs, durationMs, meterWindow);
+  const result = await openLoop(call, rate, warmupMs, durationMs, meter.window);
   return { result, cpuUs: cpuPer(result.sent) };
 }
 

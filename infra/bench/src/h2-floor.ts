@@ -2,7 +2,7 @@
  * The floor under the data path's hops: the same topology as `bench:datapath` (a client, two forwarding
  * processes, a server; against the client calling the server directly) built from bare node:http2, without
  * gRPC, protobuf or any of the system's code. What a hop of this system costs above what it costs here is the
- * system's; what it costs here is Node's and the kernel's. Closed loop for throughput, then open loops at fixed
+ * system's; what it costs here is Node's, the kernel's and the machine's. Closed loop for throughput, then open loops at fixed
  * rates, since a hop's CPU per request grows as its rate falls (fewer requests share each wake-up).
  *
  *   npm run bench:h2-floor -- --payloads tiny,image --rates 100,400
@@ -18,20 +18,25 @@ import { openLoop } from "./open-loop.js";
 /** Request bodies as the data path's gRPC messages of the same payloads are long (5-byte prefix included). */
 const PAYLOADS: Record<string, number> = { tiny: 28, tokens: 16_400, image: 602_130 };
 
-const opts = new Command()
+const program = new Command()
   .name("bench:h2-floor")
   .option("--duration <seconds>", "measured seconds per path and load", "10")
   .option("--warmup <seconds>", "unmeasured seconds before each", "2")
   .option("--concurrency <n>", "requests in flight (closed loop)", "32")
   .option("--payloads <list>", `comma-separated, of ${Object.keys(PAYLOADS).join(", ")}`, "tiny,image")
   .option("--rates <list>", "open-loop rates of the forwarded path, requests a second (empty: none)", "100,400")
-  .parse()
-  .opts<{ duration: string; warmup: string; concurrency: string; payloads: string; rates: string }>();
+  .parse();
+const opts = program.opts<{ duration: string; warmup: string; concurrency: string; payloads: string; rates: string }>();
 const durationMs = Number(opts.duration) * 1000;
 const warmupMs = Number(opts.warmup) * 1000;
 const concurrency = Number(opts.concurrency);
-const payloads = opts.payloads.split(",").filter((p) => p in PAYLOADS);
+const payloads = opts.payloads.split(",").map((p) => p.trim());
 const rates = opts.rates.split(",").filter(Boolean).map(Number);
+if (!(durationMs > 0 && warmupMs >= 0 && Number.isInteger(concurrency) && concurrency > 0)) {
+  program.error("--duration and --concurrency must be positive numbers, --warmup non-negative");
+}
+for (const p of payloads) if (!(p in PAYLOADS)) program.error(`--payloads: unknown payload ${JSON.stringify(p)}`);
+if (!rates.every((r) => r > 0)) program.error(`--rates: every rate must be a positive number, got ${JSON.stringify(opts.rates)}`);
 
 const SESSION = { maxSessionMemory: 256, settings: { initialWindowSize: 4 * 1024 * 1024 } };
 const node = fileURLToPath(new URL("./h2-floor-node.js", import.meta.url));
@@ -59,9 +64,8 @@ try {
       ["server", () => processCpuMs(server.pid ?? 0)],
     ]),
   );
-  const window = { onStart: () => meter.start(), onEnd: () => meter.stop() };
   const per = (requests: number) =>
-    ["client", "proxy 1", "proxy 2", "server"].map((n) => ((meter.usedMs(n) * 1000) / Math.max(1, requests)).toFixed(0)).join(" / ");
+    ["client", "proxy 1", "proxy 2", "server"].map((n) => meter.usPerRequest(n, requests).toFixed(0)).join(" / ");
   const sessions = {
     direct: http2.connect(`http://127.0.0.1:${base}`, SESSION),
     forwarded: http2.connect(`http://127.0.0.1:${base + 2}`, SESSION),
@@ -82,12 +86,12 @@ try {
           r.on("error", failed);
           r.end(body);
         });
-      const closed = await closedLoop(call, concurrency, warmupMs, durationMs, window);
+      const closed = await closedLoop(call, concurrency, warmupMs, durationMs, meter.window);
       console.log(
         `| ${payload} | ${path} | closed | ${closed.perSecond.toFixed(0)} | ${closed.p99Ms.toFixed(1)} | ${per(closed.requests)} |`,
       );
       for (const rate of path === "forwarded" ? rates : []) {
-        const open = await openLoop(call, rate, warmupMs, durationMs, window);
+        const open = await openLoop(call, rate, warmupMs, durationMs, meter.window);
         console.log(`| ${payload} | ${path} | ${rate}/s | ${rate} | ${open.p99Ms.toFixed(1)} | ${per(open.sent)} |`);
       }
     }
