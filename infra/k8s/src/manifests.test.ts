@@ -1,4 +1,6 @@
+import { SLOW_LOOP_DEFAULTS } from "@infergrid/allocation";
 import { KUBERNETES_NATS_USERS, natsAuthorization } from "@infergrid/control-plane";
+import { envName } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
 import { findKubectl, type K8sObject, overlays, render, validate } from "./render.js";
 
@@ -176,6 +178,18 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s", (overlay) => {
         name: expect.stringMatching(/^infergrid-nats-auth/),
         key: `${u.user}-password`,
       });
+  });
+
+  it("runs what the simulator evaluates as the default (`infergrid`): the slow loop and the frontends' sizing at their defaults", () => {
+    const envOf = (name: string) => named<Workload>(objects, "Deployment", name).spec.template.spec.containers[0]!.env ?? [];
+    const setIn = (name: string, keys: string[]) =>
+      envOf(name)
+        .map((e) => e.name)
+        .filter((e) => keys.some((k) => envName("INFERGRID", k) === e));
+    expect(envOf("global-allocator").find((e) => e.name === "INFERGRID_POLICY")?.value).toBe("faro");
+    // A slow-loop setting in a manifest would deploy a combination no simulator run has measured.
+    expect(setIn("global-allocator", Object.keys(SLOW_LOOP_DEFAULTS))).toEqual([]);
+    expect(setIn("frontend", ["scaling", "pruneBudget", "learnedHeadroom"])).toEqual([]);
   });
 
   it("declares the backends resizable in place: CPU resizes never restart them, and they and the allocator share the control token", () => {

@@ -17,7 +17,8 @@ export interface LoadConfigOptions {
 }
 
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-const envName = (prefix: string, key: string) => `${prefix}_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
+/** The environment variable a configuration key is read from (`fooBar`: `INFERGRID_FOO_BAR`). */
+export const envName = (prefix: string, key: string) => `${prefix}_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`;
 
 export function configHelp<S extends z.ZodObject>(schema: S, envPrefix = "INFERGRID"): string {
   return Object.entries(schema.shape)
