@@ -187,7 +187,7 @@ describe("npm start (infra/local)", () => {
     expect(run.summary.totals.sent).toBeGreaterThan(50);
     // Warm backends were billed for about the load's length at least once per service.
     for (const s of run.summary.services) expect(s.backendSeconds).toBeGreaterThanOrEqual(10);
-    expect(run.stdout).toMatch(/Summary: .* 4 backends, 2 frontends, policy swayam/);
+    expect(run.stdout).toMatch(/Summary: .* 4 backends, 2 frontends, policy infergrid/);
     const runs = readdirSync(join(dir, "runs"));
     expect(runs.length).toBeGreaterThan(0);
     // Secure by default: every process on NATS as its own user; their work needed nothing their roles forbid.

@@ -23,7 +23,7 @@ describe("parseOptions", () => {
       fromMinute: 0,
       backends: 12,
       frontends: 3,
-      policy: "swayam",
+      policy: "infergrid",
       seed: 1,
       idleTimeoutMs: 30_000,
       onnx: true,
@@ -35,6 +35,13 @@ describe("parseOptions", () => {
     expect(parseOptions(["--no-restart"], silent).restart).toBe(false);
     expect(o.peakRps).toBeUndefined();
     expect(o.rateScale).toBeUndefined();
+  });
+
+  it("runs the system's default policy unless told otherwise, and Swayam's for the one service of --themis or --kairos", () => {
+    expect(parseOptions(["--policy", "fixed-peak"], silent).policy).toBe("fixed-peak");
+    expect(parseOptions(["--themis", "resnet18"], silent).policy).toBe("swayam");
+    expect(parseOptions(["--kairos", "dien", "--types", "t3.xlarge=1"], silent).policy).toBe("swayam");
+    expect(parseOptions(["--themis", "resnet18", "--policy", "static"], silent).policy).toBe("static");
   });
 
   it("reads every option", () => {

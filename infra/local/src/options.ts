@@ -185,10 +185,8 @@ export function buildProgram(): Command {
     .addOption(
       new Option(
         "--policy <name>",
-        "swayam (model-based autoscaling in a static split), infergrid (the same inside forecast-planned shares), static (the allocator's split), fixed-peak (each service sized for its peak)",
-      )
-        .choices(["swayam", "infergrid", "static", "fixed-peak"])
-        .default("swayam"),
+        "infergrid (model-based autoscaling inside forecast-planned shares: the system's default), swayam (the same in a static split), static (the allocator's split), fixed-peak (each service sized for its peak); default: infergrid, or swayam with --themis or --kairos",
+      ).choices(["swayam", "infergrid", "static", "fixed-peak"]),
     )
     .option("--seed <n>", "seed of the synthetic trace and of the arrival times", int(0, "an integer >= 0"), 1)
     .option("--idle-timeout-ms <ms>", "T: a warm backend idle this long returns to the pool", int(0, "an integer >= 0"), 30_000)
@@ -264,7 +262,7 @@ interface RawOptions {
   duration?: number;
   backends: number;
   frontends: number;
-  policy: ScalingPolicy;
+  policy?: ScalingPolicy;
   seed: number;
   idleTimeoutMs: number;
   onnx: boolean;
@@ -354,7 +352,8 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     durationS: raw.duration,
     backends: raw.backends,
     frontends: raw.frontends,
-    policy: raw.policy,
+    // The system's default where it applies; Themis and Kairos size their one service without the slow loop.
+    policy: raw.policy ?? (raw.themis !== undefined || raw.kairos !== undefined ? "swayam" : "infergrid"),
     seed: raw.seed,
     idleTimeoutMs: raw.idleTimeoutMs,
     onnx: raw.onnx,

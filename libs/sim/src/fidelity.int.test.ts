@@ -116,6 +116,9 @@ function runLocalCluster(out: string): Promise<{ code: number | null; stdout: st
     String(EXPERIMENTS["local-mirror"].cluster.idleTimeoutMs),
     "--seed",
     String(SLICE.seed),
+    // The simulator's swayam-park: Swayam's frontends with this system's data path in the allocator's static split.
+    "--policy",
+    "swayam",
     "--summary-json",
     summaryPath,
     "--runtime-dir",

@@ -147,7 +147,7 @@ export function buildPolicy(name: PolicyName, ctx: PolicyContext): PolicySpec {
       return { kind: "swayam", name, scaling: "swayam" };
     case "swayam-park":
       // Swayam with this system's data path (late binding) and the static allocator: the local cluster's
-      // default services, for the fidelity check.
+      // `--policy swayam`, for the fidelity check.
       return { kind: "swayam", name, scaling: "swayam", park: true, learnedHeadroom: true };
     case "swayam-static":
       return { kind: "swayam", name, scaling: "static" };
