@@ -154,6 +154,8 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     const sizes = applyFixedPeak(plan, options.backends);
     say(`fixed-peak: ${[...sizes].map(([name, n]) => `${name} ${n}`).join(", ")} backends`);
   }
+  // The simulator's `infergrid` is a service that prunes the late requests its minute's SLO tail allows.
+  if (options.policy === "infergrid") for (const svc of plan.services) svc.spec = { ...svc.spec, pruneLate: true };
   const missing = missingServices();
   if (missing.length > 0) {
     process.stderr.write(`error: the services are not built (missing ${missing.join(", ")}): run \`npm run build\` first\n`);
