@@ -28,7 +28,7 @@ export interface BurstHeadroomSettings {
 export const BURST_HEADROOM_DEFAULTS: BurstHeadroomSettings = {
   riseMs: 20_000,
   spanMs: 10_000,
-  memoryMs: 3_600_000,
+  memoryMs: 21_600_000,
   noiseSigmas: 3,
 };
 

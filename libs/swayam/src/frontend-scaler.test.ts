@@ -46,14 +46,16 @@ describe("FrontendScaler", () => {
     expect(paper?.n).toBeLessThan(4);
     expect(fast?.n).toBeGreaterThanOrEqual(6);
     // The burst ends; once its peak has left the scale-in window, the learned headroom keeps warm what it needed
-    // (Swayam's n falls back to 1) until the burst is an hour old, and n follows one scale-in window later.
-    for (const s of [swayam, ours]) feed(s, 610_000, 4_900_000, 0.1);
+    // (Swayam's n falls back to 1) until the burst is six hours old, and n follows one scale-in window later.
+    for (const s of [swayam, ours]) feed(s, 610_000, 23_000_000, 0.1);
     let last = decide(620_000);
     for (let t = 630_000; t <= 1_800_000; t += 10_000) last = decide(t);
     expect(last[0]?.n).toBe(1);
     expect(last[1]?.headroomRatePerSec).toBeGreaterThan(20);
     expect(last[1]?.n).toBeGreaterThanOrEqual(4);
-    for (let t = 1_810_000; t <= 4_900_000; t += 10_000) last = decide(t);
+    for (let t = 1_810_000; t <= 22_000_000; t += 10_000) last = decide(t);
+    expect(last[1]?.headroomRatePerSec).toBeGreaterThan(20);
+    for (let t = 22_010_000; t <= 23_000_000; t += 10_000) last = decide(t);
     expect(last[1]?.headroomRatePerSec).toBe(0);
     expect(last[1]?.n).toBe(1);
   });
