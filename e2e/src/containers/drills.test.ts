@@ -97,6 +97,25 @@ async function frontendsAgree(live: string[], expected: number, since: number, t
   return Date.now() - t0;
 }
 
+/** What the frontends logged of failed backend calls since `since`, by backend and reason (why a miss was slow). */
+function failedBackendCalls(since: number): string {
+  const counts = new Map<string, number>();
+  for (const name of cluster.frontendNames()) {
+    for (const line of cluster.node(name).logs) {
+      if (!line.includes("retrying elsewhere")) continue;
+      try {
+        const l = JSON.parse(line) as { time?: string; backend?: string; code?: string; details?: string };
+        if (Date.parse(l.time ?? "") < since) continue;
+        const key = `${l.backend} ${l.code}: ${(l.details ?? "").slice(0, 80)}`;
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      } catch {
+        // Not a JSON line: not one of the frontend's own.
+      }
+    }
+  }
+  return counts.size === 0 ? "none" : [...counts].map(([k, n]) => `${n}x ${k}`).join("; ");
+}
+
 /**
  * Runs one drill: load for `leadMs`, the fault, `during` (convergence checks, restoration), then
  * load until compliance has held for a while; records and checks the row.
@@ -126,7 +145,8 @@ async function drill(fault: string, inject: () => Promise<void>, during: () => P
     .map((o) => `+${o.sentAt - faultAt} ms: ${o.ok ? `${o.doneAt - o.sentAt} ms on ${o.backendId}` : o.code} (${o.attempts} attempts)`);
   console.log(
     `drill "${fault}": ${JSON.stringify(row)}; failures by code ${JSON.stringify(driver.failureCodes())}; ` +
-      `last misses after the fault: ${misses.join(", ") || "none"}; load stopped ${Date.now() - faultAt} ms after it`,
+      `last misses after the fault: ${misses.join(", ") || "none"}; load stopped ${Date.now() - faultAt} ms after it; ` +
+      `frontends' failed backend calls after the fault: ${failedBackendCalls(faultAt)}`,
   );
   expect(row.lost).toBe(0);
   expect(row.answered + row.failed).toBe(row.sent);

@@ -25,6 +25,23 @@ export interface H2ChannelOptions {
   /** After a failed connection, calls fail fast (UNAVAILABLE) for this long, doubling up to maxBackoffMs. */
   initialBackoffMs: number;
   maxBackoffMs: number;
+  /**
+   * A call that times out on a session that said nothing since the call went out makes the channel ping it; a
+   * ping unanswered for this long drops the session (a peer killed with its network namespace sends no RST, and
+   * keepalive would take keepaliveMs + keepaliveTimeoutMs to notice). Default PROBE_TIMEOUT_MS.
+   */
+  probeTimeoutMs?: number;
+}
+
+/** A live peer's event loop answers a ping in milliseconds; a second of silence is a dead peer or a frozen one. */
+export const PROBE_TIMEOUT_MS = 1_000;
+
+/** What a session has said lately. */
+interface Liveness {
+  startedAt: number;
+  connected: boolean;
+  heardAt: number;
+  probing: boolean;
 }
 
 const RESERVED_TRAILERS = ["grpc-status", "grpc-message", "grpc-status-details-bin", "content-type", ":status", "date", "grpc-encoding"];
@@ -70,6 +87,7 @@ function deadlineOf(options: grpc.CallOptions): number {
 
 export class H2Channel implements UnaryChannel {
   private session: http2.ClientHttp2Session | undefined;
+  private readonly liveness = new WeakMap<http2.ClientHttp2Session, Liveness>();
   private failedUntil = 0;
   private backoffMs: number;
   private lastFailure = "";
@@ -115,10 +133,12 @@ export class H2Channel implements UnaryChannel {
       );
     const session = http2.connect(this.authority, this.connectOptions);
     this.session = session;
-    let connected = false;
+    const life: Liveness = { startedAt: now, connected: false, heardAt: now, probing: false };
+    this.liveness.set(session, life);
     let keepalive: NodeJS.Timeout | undefined;
     session.once("connect", () => {
-      connected = true;
+      life.connected = true;
+      life.heardAt = Date.now();
       this.backoffMs = this.options.initialBackoffMs;
       keepalive = setInterval(() => {
         const timeout = setTimeout(() => session.destroy(new Error("keepalive ping unanswered")), this.options.keepaliveTimeoutMs);
@@ -129,7 +149,7 @@ export class H2Channel implements UnaryChannel {
     });
     session.on("error", (err: Error) => {
       this.lastFailure = err.message;
-      if (!connected) {
+      if (!life.connected) {
         this.failedUntil = Date.now() + this.backoffMs;
         this.backoffMs = Math.min(this.backoffMs * 2, this.options.maxBackoffMs);
       }
@@ -147,6 +167,42 @@ export class H2Channel implements UnaryChannel {
 
   private forget(session: http2.ClientHttp2Session): void {
     if (this.session === session) this.session = undefined;
+  }
+
+  /**
+   * A call sent at `sentAt` timed out. If the session said nothing since, it is pinged, and dropped (its calls fail
+   * UNAVAILABLE, to be tried elsewhere) unless the ping is answered in time; a session still connecting after the
+   * probe timeout is dropped at once.
+   */
+  private suspect(session: http2.ClientHttp2Session, sentAt: number): void {
+    const life = this.liveness.get(session);
+    if (!life || life.probing || life.heardAt > sentAt || session.destroyed || session.closed) return;
+    const timeoutMs = this.options.probeTimeoutMs ?? PROBE_TIMEOUT_MS;
+    const drop = (why: string) => {
+      this.lastFailure = why;
+      this.forget(session);
+      session.destroy(new Error(why));
+    };
+    if (!life.connected) {
+      if (Date.now() - life.startedAt >= timeoutMs) drop(`not connected after ${Date.now() - life.startedAt} ms`);
+      return;
+    }
+    life.probing = true;
+    const timer = setTimeout(() => {
+      life.probing = false;
+      if (life.heardAt < Date.now() - timeoutMs) drop(`no answer to a ping in ${timeoutMs} ms: connection dropped`);
+    }, timeoutMs);
+    timer.unref();
+    const sent = session.ping((err) => {
+      if (err) return;
+      clearTimeout(timer);
+      life.probing = false;
+      life.heardAt = Date.now();
+    });
+    if (!sent) {
+      clearTimeout(timer);
+      life.probing = false;
+    }
   }
 
   makeUnaryRequest<Req, Res>(
@@ -210,7 +266,10 @@ export class H2Channel implements UnaryChannel {
     };
     if (Number.isFinite(deadline)) {
       headers["grpc-timeout"] = grpcTimeout(deadline - now);
-      timer = setTimeout(() => fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded"), deadline - now);
+      timer = setTimeout(() => {
+        fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded");
+        this.suspect(session, now);
+      }, deadline - now);
     }
     try {
       stream = session.request(headers, { endStream: false });
@@ -226,12 +285,18 @@ export class H2Channel implements UnaryChannel {
     const chunks: Buffer[] = [];
     let received = 0;
     const max = this.options.maxReceiveMessageBytes;
+    const life = this.liveness.get(session);
+    const heard = () => {
+      if (life) life.heardAt = Date.now();
+    };
     stream.on("response", (h) => {
+      heard();
       httpStatus = Number(h[":status"]);
       // Trailers-only: an answer with no message carries its status in the headers.
       if (h["grpc-status"] !== undefined) headerStatus = h;
     });
     stream.on("data", (chunk: Buffer) => {
+      heard();
       received += chunk.length;
       if (received > max + 5) {
         fail(grpc.status.RESOURCE_EXHAUSTED, `Received message larger than max (${received - 5} vs. ${max})`);
@@ -240,6 +305,7 @@ export class H2Channel implements UnaryChannel {
       chunks.push(chunk);
     });
     stream.on("trailers", (t) => {
+      heard();
       trailers = t;
     });
     stream.on("error", (err: Error & { code?: string }) => {

@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import { isChunked, MultiplexDefinition, type rpc } from "@infergrid/proto";
 import { createClient, GrpcStatusError, grpc, onServerDrain } from "./grpc.js";
-import type { UnaryChannel } from "./h2-channel.js";
+import { PROBE_TIMEOUT_MS, type UnaryChannel } from "./h2-channel.js";
 import type { Logger } from "./logger.js";
 import { serveUnaryDirect, type UnaryDirectOptions } from "./unary-direct.js";
 
@@ -166,6 +166,10 @@ export class MultiplexServer {
 
   private receive(stream: ServerStream, state: StreamState, c: rpc.Call): void {
     const id = Number(c.id);
+    if (c.ping) {
+      if (!state.closed) stream.write({ id, code: grpc.status.OK });
+      return;
+    }
     if (c.cancel) {
       state.active.get(id)?.call.cancel();
       return;
@@ -224,10 +228,26 @@ export interface MultiplexChannelOptions {
   maxStreamedBytes: number;
   credentials?: grpc.ChannelCredentials;
   channelOptions?: grpc.ChannelOptions;
+  /**
+   * How long a probe of a silent stream may go unanswered before its connection is dropped (default
+   * PROBE_TIMEOUT_MS). A live peer answers a probe from its event loop, without running a handler.
+   */
+  probeTimeoutMs?: number;
+}
+
+type ClientStream = grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome>;
+
+/** The stream calls go over, and when it last said anything (an outcome, its headers). */
+interface OpenStream {
+  stream: ClientStream;
+  heardAt: number;
+  /** The probe in flight on it: its call id and the timer that drops the connection. */
+  probe: { id: number; timer: NodeJS.Timeout } | undefined;
 }
 
 interface Pending {
-  stream: grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome>;
+  stream: ClientStream;
+  sentAt: number;
   path: string;
   body: Buffer;
   metadata: grpc.Metadata;
@@ -242,8 +262,8 @@ interface Pending {
  * again after it breaks), with its own deadline timer and cancel per call.
  */
 export class MultiplexChannel implements UnaryChannel {
-  private readonly client: grpc.Client;
-  private stream: grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome> | undefined;
+  private client: grpc.Client;
+  private open_: OpenStream | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   /** The peer has no Multiplex service (an older build, a test's server): unary from then on. */
@@ -254,7 +274,22 @@ export class MultiplexChannel implements UnaryChannel {
     readonly address: string,
     private readonly options: MultiplexChannelOptions,
   ) {
-    this.client = createClient(address, options.credentials, options.channelOptions ?? {});
+    this.client = this.newClient();
+  }
+
+  /**
+   * A channel of its own (grpc-js shares connections between channels to the same address by default): when a
+   * probe goes unanswered, closing this channel closes its dead connection, and the next one dials anew.
+   */
+  private newClient(): grpc.Client {
+    return createClient(this.address, this.options.credentials, {
+      ...(this.options.channelOptions ?? {}),
+      "grpc.use_local_subchannel_pool": 1,
+    });
+  }
+
+  private get stream(): ClientStream | undefined {
+    return this.open_?.stream;
   }
 
   makeUnaryRequest<Req, Res>(
@@ -290,6 +325,7 @@ export class MultiplexChannel implements UnaryChannel {
     const stream = this.open();
     const p: Pending = {
       stream,
+      sentAt: now,
       path,
       body,
       metadata,
@@ -315,8 +351,9 @@ export class MultiplexChannel implements UnaryChannel {
   close(): void {
     this.closed = true;
     for (const id of [...this.pending.keys()]) this.abandon(id, grpc.status.UNAVAILABLE, `channel to ${this.address} is closed`);
+    if (this.open_?.probe) clearTimeout(this.open_.probe.timer);
     this.stream?.end();
-    this.stream = undefined;
+    this.open_ = undefined;
     this.client.close();
     this.options.unary.close();
   }
@@ -333,15 +370,22 @@ export class MultiplexChannel implements UnaryChannel {
     return this.options.unary.makeUnaryRequest(path, serialize, deserialize, chunks, metadata, options, callback);
   }
 
-  private open(): grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome> {
-    if (this.stream) return this.stream;
-    const stream = this.client.makeBidiStreamRequest(
+  private open(): ClientStream {
+    if (this.open_) return this.open_.stream;
+    const stream: ClientStream = this.client.makeBidiStreamRequest(
       MultiplexDefinition.Calls.path,
       MultiplexDefinition.Calls.requestSerialize,
       MultiplexDefinition.Calls.responseDeserialize,
     );
-    this.stream = stream;
-    stream.on("data", (o: rpc.Outcome) => this.settle(o));
+    const open: OpenStream = { stream, heardAt: Date.now(), probe: undefined };
+    this.open_ = open;
+    stream.on("metadata", () => {
+      open.heardAt = Date.now();
+    });
+    stream.on("data", (o: rpc.Outcome) => {
+      open.heardAt = Date.now();
+      this.settle(o);
+    });
     stream.on("error", (err: grpc.ServiceError) => this.broken(stream, err.code, err.details));
     // The server ended the stream (it drains before shutting down): what is still pending was not answered.
     stream.on("end", () => this.broken(stream, grpc.status.UNAVAILABLE, "the stream ended"));
@@ -350,6 +394,12 @@ export class MultiplexChannel implements UnaryChannel {
 
   private settle(o: rpc.Outcome): void {
     const id = Number(o.id);
+    const probe = this.open_?.probe;
+    if (probe?.id === id) {
+      clearTimeout(probe.timer);
+      if (this.open_) this.open_.probe = undefined;
+      return;
+    }
     const p = this.pending.get(id);
     if (!p) return; // abandoned already (deadline, cancel): its late answer is dropped
     this.pending.delete(id);
@@ -377,11 +427,37 @@ export class MultiplexChannel implements UnaryChannel {
     if (p.timer) clearTimeout(p.timer);
     // Tell the server, so that the handler sees the call cancelled (a backend gives up work nobody waits for).
     if (p.stream === this.stream) p.stream.write({ id, cancel: true });
+    // Nothing came back on the stream since this call went out: the peer may have died without closing the
+    // connection (a killed pod sends no RST), and every call sent into it would wait out its deadline too.
+    const open = this.open_;
+    if (code === grpc.status.DEADLINE_EXCEEDED && open?.stream === p.stream && open.heardAt <= p.sentAt) this.probe(open);
     p.callback(new GrpcStatusError(code, details) as unknown as grpc.ServiceError);
   }
 
-  private broken(stream: grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome>, code: grpc.status, details: string): void {
-    if (this.stream === stream) this.stream = undefined;
+  /** Asks the peer to answer at once; if it does not within the probe timeout, drops the connection. */
+  private probe(open: OpenStream): void {
+    if (open.probe) return;
+    const id = ++this.nextId;
+    const timeoutMs = this.options.probeTimeoutMs ?? PROBE_TIMEOUT_MS;
+    const timer = setTimeout(() => {
+      open.probe = undefined;
+      if (this.open_ !== open || open.heardAt > Date.now() - timeoutMs) return;
+      const old = this.client;
+      this.client = this.newClient();
+      this.broken(open.stream, grpc.status.UNAVAILABLE, `no answer to a probe in ${timeoutMs} ms: connection dropped`);
+      open.stream.cancel();
+      old.close();
+    }, timeoutMs);
+    timer.unref();
+    open.probe = { id, timer };
+    open.stream.write({ id, ping: true });
+  }
+
+  private broken(stream: ClientStream, code: grpc.status, details: string): void {
+    if (this.open_?.stream === stream) {
+      if (this.open_.probe) clearTimeout(this.open_.probe.timer);
+      this.open_ = undefined;
+    }
     const mine = [...this.pending].filter(([, p]) => p.stream === stream);
     if (code === grpc.status.UNIMPLEMENTED) {
       // No Multiplex there: nothing was run, so the calls go again as unary calls, with what is left of their time.
