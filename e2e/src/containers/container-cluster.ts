@@ -84,21 +84,54 @@ interface Security {
   roles: Map<string, TlsRole>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * The kernel's ephemeral ports (outgoing connections' local ports): a host port chosen among them can be taken by
+ * any connection between the check and podman's bind (seen in CI: "bind: address already in use").
+ */
+function ephemeralRange(): [number, number] {
+  try {
+    const [lo, hi] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (lo !== undefined && hi !== undefined && Number.isInteger(lo) && Number.isInteger(hi)) return [lo, hi];
+  } catch {
+    // Not Linux: the IANA range.
+  }
+  return [49152, 65535];
+}
+
+const handedOut = new Set<number>();
+
+/** Names a service's container within its cluster, so that one that failed to start can be found and removed. */
+const NODE_LABEL = "infergrid.e2e.node";
+
+/** True if nothing listens on the port on any IPv4 address (podman publishes on 0.0.0.0). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const address = s.address();
-      s.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
+    s.once("error", () => resolve(false));
+    s.listen(port, "0.0.0.0", () => s.close(() => resolve(true)));
   });
+}
+
+/** A host port below the ephemeral range, free now and not handed out before by this process. */
+async function freePort(): Promise<number> {
+  const [lo] = ephemeralRange();
+  const base = Math.max(1024, Math.min(20_000, lo - 10_000));
+  const top = Math.max(base + 1000, lo);
+  for (let tries = 0; tries < 200; tries++) {
+    const port = base + Math.floor(Math.random() * (top - base));
+    if (handedOut.has(port) || !(await bindable(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free host port in ${base}-${top - 1}`);
 }
 
 export class ContainerCluster {
   readonly nodes = new Map<string, Node>();
   /** The NATS account every service uses when the cluster is not secure; a fresh password per run. */
   private readonly openNatsUser = "infergrid";
+  /** Tells this cluster's containers from another run's. */
+  private readonly clusterId = randomBytes(6).toString("hex");
   private readonly openNatsPass = randomBytes(18).toString("base64url");
   brokerClient!: grpc.Client;
   adminClient!: grpc.Client;
@@ -240,6 +273,30 @@ export class ContainerCluster {
   }
 
   async startService(role: Exclude<Role, "nats">, name: string, env: Record<string, string>, extraPorts: number[] = []): Promise<Node> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.startServiceOnce(role, name, env, extraPorts);
+      } catch (err) {
+        // A host port taken between the check and podman's bind: the container was created, not started. It goes,
+        // and the service starts again on other ports.
+        if (attempt >= 3 || !(err instanceof Error) || !/address already in use/.test(err.message)) throw err;
+        const client = await getContainerRuntimeClient();
+        const left = await client.container.fetchByLabel(NODE_LABEL, this.nodeLabel(name));
+        if (left) await client.container.remove(left, { removeVolumes: true });
+      }
+    }
+  }
+
+  private nodeLabel(name: string): string {
+    return `${this.clusterId}/${name}`;
+  }
+
+  private async startServiceOnce(
+    role: Exclude<Role, "nats">,
+    name: string,
+    env: Record<string, string>,
+    extraPorts: number[],
+  ): Promise<Node> {
     // Every port the image exposes is published (testcontainers waits for each to be bound).
     const ports: Record<number, number> = { 50051: await freePort(), 9464: await freePort() };
     for (const p of extraPorts) ports[p] = await freePort();
@@ -260,6 +317,7 @@ export class ContainerCluster {
       container = await definition
         .withNetwork(this.network)
         .withNetworkAliases(name)
+        .withLabels({ [NODE_LABEL]: this.nodeLabel(name) })
         .withEnvironment({
           ...FAST,
           INFERGRID_ID: name,

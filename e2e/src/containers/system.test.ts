@@ -91,8 +91,14 @@ describe("the system in containers", () => {
     const ok = driver.outcomes.filter((o) => o.ok);
     const p99 = ok.map((o) => o.doneAt - o.sentAt).sort((a, b) => a - b)[Math.floor(ok.length * 0.99)] ?? 0;
     console.log(
-      `trace replay (${slice.source}): ${JSON.stringify(c)}, p99 ${p99} ms, backends used ${new Set(ok.map((o) => o.backendId)).size}`,
+      `trace replay (${slice.source}): ${JSON.stringify(c)}, p99 ${p99} ms, backends used ${new Set(ok.map((o) => o.backendId)).size}; ` +
+        `failures by code ${JSON.stringify(driver.failureCodes())}`,
     );
+    if (c.failed > 0) {
+      // What the broker and the frontends warned of says where the failures came from.
+      for (const n of ["broker", "frontend-0", "frontend-1"])
+        console.log(`--- ${n} warnings:\n${cluster.node(n).logs.filter((l) => /"level":(40|50|60)/.test(l)).slice(-12).join("\n")}`);
+    }
     expect(c.sent).toBeGreaterThan(100);
     expect(c.lost).toBe(0);
     expect(c.answered + c.failed).toBe(c.sent);
