@@ -281,7 +281,7 @@ export class ContainerCluster {
         // and the service starts again on other ports.
         if (attempt >= 3 || !(err instanceof Error) || !/address already in use/.test(err.message)) throw err;
         const client = await getContainerRuntimeClient();
-        const left = await client.container.fetchByLabel(NODE_LABEL, this.nodeLabel(name));
+        const left = await client.container.fetchByLabel(NODE_LABEL, this.nodeLabel(name), { status: ["created", "exited"] });
         if (left) await client.container.remove(left, { removeVolumes: true });
       }
     }

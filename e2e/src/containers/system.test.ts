@@ -97,7 +97,13 @@ describe("the system in containers", () => {
     if (c.failed > 0) {
       // What the broker and the frontends warned of says where the failures came from.
       for (const n of ["broker", "frontend-0", "frontend-1"])
-        console.log(`--- ${n} warnings:\n${cluster.node(n).logs.filter((l) => /"level":(40|50|60)/.test(l)).slice(-12).join("\n")}`);
+        console.log(
+          `--- ${n} warnings:\n${cluster
+            .node(n)
+            .logs.filter((l) => /"level":(40|50|60)/.test(l))
+            .slice(-12)
+            .join("\n")}`,
+        );
     }
     expect(c.sent).toBeGreaterThan(100);
     expect(c.lost).toBe(0);
