@@ -143,6 +143,27 @@ describe.each(channels)("%s, when its peer dies silently", (name, make) => {
     }
   });
 
+  it("fails a call with a far deadline UNAVAILABLE within about two seconds of the peer's death, so the caller can fail over", async () => {
+    proxy = await new SilentProxy(server.port).start();
+    const ch = make(`127.0.0.1:${proxy.port}`);
+    try {
+      expect((await echo(ch, "up", 2000)).toString()).toBe("up");
+      proxy.die();
+      const t0 = Date.now();
+      // The broker gives a frontend the client's whole deadline: waiting it out would leave no time to fail over.
+      const err = await echo(ch, "into the void", 10_000).catch((e: unknown) => e);
+      const took = Date.now() - t0;
+      console.log(`${name}: a call with 10 s to go failed ${grpc.status[statusOf(err).code]} after ${took} ms`);
+      expect(statusOf(err).code).toBe(grpc.status.UNAVAILABLE);
+      // Outstanding 1 s in silence, checked every 0.5 s, then 1 s for the probe's answer.
+      expect(took).toBeLessThan(3_000);
+      expect((await echo(ch, "elsewhere", 2000)).toString()).toBe("elsewhere");
+    } finally {
+      ch.close();
+      await proxy.stop();
+    }
+  });
+
   it("keeps a live connection whose peer is only slow: the probe is answered, and the slow call's answer is not lost to a reconnect", async () => {
     proxy = await new SilentProxy(server.port).start();
     // The probe must be answered within 200 ms, well before the second slow call's answer (800 ms) would show the

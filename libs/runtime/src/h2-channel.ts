@@ -31,17 +31,26 @@ export interface H2ChannelOptions {
    * keepalive would take keepaliveMs + keepaliveTimeoutMs to notice). Default PROBE_TIMEOUT_MS.
    */
   probeTimeoutMs?: number;
+  /**
+   * A call outstanding this long on a session silent since it went out has the session probed too, before its
+   * deadline: a caller with a long deadline (the broker gives a frontend the client's) can then fail over to
+   * another peer instead of waiting it out. Default SUSPECT_AFTER_MS.
+   */
+  suspectAfterMs?: number;
 }
 
 /** A live peer's event loop answers a ping in milliseconds; a second of silence is a dead peer or a frozen one. */
 export const PROBE_TIMEOUT_MS = 1_000;
+/** Calls outstanding for a second on a silent connection have it probed. */
+export const SUSPECT_AFTER_MS = 1_000;
 
-/** What a session has said lately. */
+/** What a session has said lately, and the calls outstanding on it (oldest first, by when each was sent). */
 interface Liveness {
   startedAt: number;
   connected: boolean;
   heardAt: number;
   probing: boolean;
+  calls: Map<object, number>;
 }
 
 const RESERVED_TRAILERS = ["grpc-status", "grpc-message", "grpc-status-details-bin", "content-type", ":status", "date", "grpc-encoding"];
@@ -133,9 +142,15 @@ export class H2Channel implements UnaryChannel {
       );
     const session = http2.connect(this.authority, this.connectOptions);
     this.session = session;
-    const life: Liveness = { startedAt: now, connected: false, heardAt: now, probing: false };
+    const life: Liveness = { startedAt: now, connected: false, heardAt: now, probing: false, calls: new Map() };
     this.liveness.set(session, life);
     let keepalive: NodeJS.Timeout | undefined;
+    const suspectAfterMs = this.options.suspectAfterMs ?? SUSPECT_AFTER_MS;
+    const watchdog = setInterval(() => {
+      const oldest = life.calls.values().next().value;
+      if (oldest !== undefined && Date.now() - oldest >= suspectAfterMs) this.suspect(session, oldest);
+    }, suspectAfterMs / 2);
+    watchdog.unref();
     session.once("connect", () => {
       life.connected = true;
       life.heardAt = Date.now();
@@ -158,6 +173,7 @@ export class H2Channel implements UnaryChannel {
     session.on("goaway", () => this.forget(session));
     session.on("close", () => {
       clearInterval(keepalive);
+      clearInterval(watchdog);
       this.forget(session);
     });
     // An idle session must not keep the process alive.
@@ -217,10 +233,13 @@ export class H2Channel implements UnaryChannel {
     let done = false;
     let timer: NodeJS.Timeout | undefined;
     let stream: http2.ClientHttp2Stream | undefined;
+    let outstanding: Map<object, number> | undefined;
+    const token = {};
     const finish = (err: GrpcStatusError | null, value?: Res) => {
       if (done) return;
       done = true;
       if (timer) clearTimeout(timer);
+      outstanding?.delete(token);
       if (err) callback(err as unknown as grpc.ServiceError);
       else callback(null, value);
     };
@@ -286,6 +305,8 @@ export class H2Channel implements UnaryChannel {
     let received = 0;
     const max = this.options.maxReceiveMessageBytes;
     const life = this.liveness.get(session);
+    outstanding = life?.calls;
+    outstanding?.set(token, now);
     const heard = () => {
       if (life) life.heardAt = Date.now();
     };

@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import { isChunked, MultiplexDefinition, type rpc } from "@infergrid/proto";
 import { createClient, GrpcStatusError, grpc, onServerDrain } from "./grpc.js";
-import { PROBE_TIMEOUT_MS, type UnaryChannel } from "./h2-channel.js";
+import { PROBE_TIMEOUT_MS, SUSPECT_AFTER_MS, type UnaryChannel } from "./h2-channel.js";
 import type { Logger } from "./logger.js";
 import { serveUnaryDirect, type UnaryDirectOptions } from "./unary-direct.js";
 
@@ -233,6 +233,8 @@ export interface MultiplexChannelOptions {
    * PROBE_TIMEOUT_MS). A live peer answers a probe from its event loop, without running a handler.
    */
   probeTimeoutMs?: number;
+  /** A call outstanding this long on a stream silent since it went out has the stream probed (default SUSPECT_AFTER_MS). */
+  suspectAfterMs?: number;
 }
 
 type ClientStream = grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome>;
@@ -243,6 +245,8 @@ interface OpenStream {
   heardAt: number;
   /** The probe in flight on it: its call id and the timer that drops the connection. */
   probe: { id: number; timer: NodeJS.Timeout } | undefined;
+  /** Probes the stream when its oldest call has waited long in silence (a caller's deadline may be far off). */
+  watchdog: NodeJS.Timeout;
 }
 
 interface Pending {
@@ -352,6 +356,7 @@ export class MultiplexChannel implements UnaryChannel {
     this.closed = true;
     for (const id of [...this.pending.keys()]) this.abandon(id, grpc.status.UNAVAILABLE, `channel to ${this.address} is closed`);
     if (this.open_?.probe) clearTimeout(this.open_.probe.timer);
+    if (this.open_) clearInterval(this.open_.watchdog);
     this.stream?.end();
     this.open_ = undefined;
     this.client.close();
@@ -377,7 +382,14 @@ export class MultiplexChannel implements UnaryChannel {
       MultiplexDefinition.Calls.requestSerialize,
       MultiplexDefinition.Calls.responseDeserialize,
     );
-    const open: OpenStream = { stream, heardAt: Date.now(), probe: undefined };
+    const suspectAfterMs = this.options.suspectAfterMs ?? SUSPECT_AFTER_MS;
+    const watchdog = setInterval(() => {
+      // Calls are pending in the order they were sent; those of an older stream were failed when it broke.
+      const oldest = this.pending.values().next().value;
+      if (oldest?.stream === stream && oldest.sentAt >= open.heardAt && Date.now() - oldest.sentAt >= suspectAfterMs) this.probe(open);
+    }, suspectAfterMs / 2);
+    watchdog.unref();
+    const open: OpenStream = { stream, heardAt: Date.now(), probe: undefined, watchdog };
     this.open_ = open;
     stream.on("metadata", () => {
       open.heardAt = Date.now();
@@ -456,6 +468,7 @@ export class MultiplexChannel implements UnaryChannel {
   private broken(stream: ClientStream, code: grpc.status, details: string): void {
     if (this.open_?.stream === stream) {
       if (this.open_.probe) clearTimeout(this.open_.probe.timer);
+      clearInterval(this.open_.watchdog);
       this.open_ = undefined;
     }
     const mine = [...this.pending].filter(([, p]) => p.stream === stream);
