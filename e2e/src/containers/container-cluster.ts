@@ -85,18 +85,22 @@ interface Security {
 }
 
 /**
- * The kernel's ephemeral ports (outgoing connections' local ports): a host port chosen among them can be taken by
- * any connection between the check and podman's bind (seen in CI: "bind: address already in use").
+ * The first of the kernel's ephemeral ports (outgoing connections' local ports): a host port chosen among them can
+ * be taken by any connection between the check and podman's bind (seen in CI: "bind: address already in use").
  */
-function ephemeralRange(): [number, number] {
+function ephemeralLow(): number {
   try {
-    const [lo, hi] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
-    if (lo !== undefined && hi !== undefined && Number.isInteger(lo) && Number.isInteger(hi)) return [lo, hi];
+    const lo = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(lo)) return lo;
   } catch {
     // Not Linux: the IANA range.
   }
-  return [49152, 65535];
+  return 49152;
 }
+
+/** Host ports are drawn from [PORT_BASE, PORT_TOP): below the ephemeral range. */
+const PORT_TOP = ephemeralLow();
+const PORT_BASE = Math.max(1024, Math.min(20_000, PORT_TOP - 10_000));
 
 const handedOut = new Set<number>();
 
@@ -114,16 +118,13 @@ function bindable(port: number): Promise<boolean> {
 
 /** A host port below the ephemeral range, free now and not handed out before by this process. */
 async function freePort(): Promise<number> {
-  const [lo] = ephemeralRange();
-  const base = Math.max(1024, Math.min(20_000, lo - 10_000));
-  const top = Math.max(base + 1000, lo);
   for (let tries = 0; tries < 200; tries++) {
-    const port = base + Math.floor(Math.random() * (top - base));
+    const port = PORT_BASE + Math.floor(Math.random() * (PORT_TOP - PORT_BASE));
     if (handedOut.has(port) || !(await bindable(port))) continue;
     handedOut.add(port);
     return port;
   }
-  throw new Error(`no free host port in ${base}-${top - 1}`);
+  throw new Error(`no free host port in ${PORT_BASE}-${PORT_TOP - 1}`);
 }
 
 export class ContainerCluster {

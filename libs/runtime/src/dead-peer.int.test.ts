@@ -74,7 +74,6 @@ class SilentProxy {
 }
 
 let server: GrpcServerHandle;
-let proxy: SilentProxy;
 
 beforeAll(async () => {
   server = await startGrpcServer({
@@ -124,12 +123,26 @@ const channels: [string, (address: string, probeTimeoutMs?: number) => UnaryChan
   ],
 ];
 
+/** A channel through a fresh proxy to the server, one answered call on it; both closed after `body`, even when it fails. */
+async function throughProxy(
+  make: (address: string, probeTimeoutMs?: number) => UnaryChannel,
+  body: (ch: UnaryChannel, proxy: SilentProxy) => Promise<void>,
+  probeTimeoutMs?: number,
+): Promise<void> {
+  const proxy = await new SilentProxy(server.port).start();
+  const ch = make(`127.0.0.1:${proxy.port}`, probeTimeoutMs);
+  try {
+    expect((await echo(ch, "up", 2000)).toString()).toBe("up");
+    await body(ch, proxy);
+  } finally {
+    ch.close();
+    await proxy.stop();
+  }
+}
+
 describe.each(channels)("%s, when its peer dies silently", (name, make) => {
   it("drops the dead connection after the first call that times out on it, and reaches the restarted peer within a second", async () => {
-    proxy = await new SilentProxy(server.port).start();
-    const ch = make(`127.0.0.1:${proxy.port}`);
-    try {
-      expect((await echo(ch, "up", 2000)).toString()).toBe("up");
+    await throughProxy(make, async (ch, proxy) => {
       proxy.die();
       const dead = await echo(ch, "into the void", 300).catch((e: unknown) => e);
       expect(statusOf(dead).code).toBe(grpc.status.DEADLINE_EXCEEDED);
@@ -137,17 +150,11 @@ describe.each(channels)("%s, when its peer dies silently", (name, make) => {
       const took = await recoveryMs(ch, 12_000);
       console.log(`${name}: answered again ${took} ms after the first timed-out call`);
       expect(took).toBeLessThan(2_000);
-    } finally {
-      ch.close();
-      await proxy.stop();
-    }
+    });
   });
 
   it("fails a call with a far deadline UNAVAILABLE within about two seconds of the peer's death, so the caller can fail over", async () => {
-    proxy = await new SilentProxy(server.port).start();
-    const ch = make(`127.0.0.1:${proxy.port}`);
-    try {
-      expect((await echo(ch, "up", 2000)).toString()).toBe("up");
+    await throughProxy(make, async (ch, proxy) => {
       proxy.die();
       const t0 = Date.now();
       // The broker gives a frontend the client's whole deadline: waiting it out would leave no time to fail over.
@@ -158,29 +165,24 @@ describe.each(channels)("%s, when its peer dies silently", (name, make) => {
       // Outstanding 1 s in silence, checked every 0.5 s, then 1 s for the probe's answer.
       expect(took).toBeLessThan(3_000);
       expect((await echo(ch, "elsewhere", 2000)).toString()).toBe("elsewhere");
-    } finally {
-      ch.close();
-      await proxy.stop();
-    }
+    });
   });
 
   it("keeps a live connection whose peer is only slow: the probe is answered, and the slow call's answer is not lost to a reconnect", async () => {
-    proxy = await new SilentProxy(server.port).start();
     // The probe must be answered within 200 ms, well before the second slow call's answer (800 ms) would show the
     // connection alive: a probe left unanswered would drop the connection and fail that call.
-    const ch = make(`127.0.0.1:${proxy.port}`, 200);
-    try {
-      expect((await echo(ch, "up", 2000)).toString()).toBe("up");
-      // Times out at 300 ms while the handler takes 800 ms; the connection said nothing meanwhile, so it is probed.
-      const slow = await echo(ch, "slow-1", 300, Echo.Slow).catch((e: unknown) => e);
-      expect(statusOf(slow).code).toBe(grpc.status.DEADLINE_EXCEEDED);
-      // A second slow call sent right after is answered on the same, probed-and-kept connection.
-      const kept = await echo(ch, "slow-2", 3000, Echo.Slow);
-      expect(kept.toString()).toBe("slow-2");
-      expect(proxy.connections).toBe(1);
-    } finally {
-      ch.close();
-      await proxy.stop();
-    }
+    await throughProxy(
+      make,
+      async (ch, proxy) => {
+        // Times out at 300 ms while the handler takes 800 ms; the connection said nothing meanwhile, so it is probed.
+        const slow = await echo(ch, "slow-1", 300, Echo.Slow).catch((e: unknown) => e);
+        expect(statusOf(slow).code).toBe(grpc.status.DEADLINE_EXCEEDED);
+        // A second slow call sent right after is answered on the same, probed-and-kept connection.
+        const kept = await echo(ch, "slow-2", 3000, Echo.Slow);
+        expect(kept.toString()).toBe("slow-2");
+        expect(proxy.connections).toBe(1);
+      },
+      200,
+    );
   });
 });
