@@ -170,6 +170,17 @@ export interface LoanHook {
   arrival?(job: number, now: number): void;
   /** The shares the lists are planned with while jobs borrow (the plan's, or raised to per-service floors). */
   planShares?(shares: ReadonlyMap<string, ServiceShare>): ReadonlyMap<string, ServiceShare>;
+  /**
+   * An inference request starts computing on backend b (harvesting, libs/fapes HarvestGate): what its compute takes
+   * longer, ms (stopping a best-effort process that ran there).
+   */
+  computeStarts?(b: number, now: number): number;
+  /** The request computing on backend b is done. */
+  computeEnds?(b: number, now: number): void;
+  /** Backend b is warm (its model loaded) and in inference's lists: it may harvest. */
+  backendWarm?(b: number, now: number): void;
+  /** Backend b went cold (decommissioned, drained or withheld): whatever it harvested stops. */
+  backendCold?(b: number, now: number): void;
   handle(kind: number, a: number, b: number): void;
   finish(endMs: number): void;
 }

@@ -18,8 +18,13 @@ import { seededRandom } from "@infergrid/core";
 import {
   FLOORS_SPARE,
   floorsTotal,
+  HARVEST_DEFAULTS,
+  HarvestGate,
+  type HarvestJob,
+  type HarvestOptions,
   HEADROOM_DEFAULTS,
   HeadroomLearner,
+  harvestJob,
   inferenceNeed,
   LOAN_FLOOR_PLAN,
   type LoanedServer,
@@ -45,6 +50,9 @@ const READY = LOAN_EVENT + 1;
 const ITEM_DONE = LOAN_EVENT + 2;
 const GRACE_OVER = LOAN_EVENT + 3;
 const CONTROL = LOAN_EVENT + 4;
+const HARVEST_READY = LOAN_EVENT + 5;
+const HARVEST_DONE = LOAN_EVENT + 6;
+const HARVEST_CHECK = LOAN_EVENT + 7;
 /** The global allocator's control period (`--control-period-ms`): its loan step runs every control step. */
 export const LOAN_CONTROL_PERIOD_MS = 2_000;
 
@@ -71,7 +79,18 @@ export type LoanMode =
       holdMs?: number;
       /** `floors` only: the floors leave out the rate's need (the held shares alone), an ablation. */
       sharesOnly?: boolean;
+      /** Warm inference backends also run items in their idle time (libs/fapes HarvestGate); undefined: they do not. */
+      harvest?: HarvestSettings;
     };
+
+/** Harvesting in the simulator: the gate's options and what a stop adds to the inference request that caused it. */
+export interface HarvestSettings {
+  gate: HarvestOptions;
+  /** Added to the compute of a request that stopped a running best-effort item, ms (`bench:harvest-pause`). */
+  pauseMs: number;
+}
+
+export const HARVEST_SETTINGS: HarvestSettings = { gate: HARVEST_DEFAULTS, pauseMs: 0 };
 
 /**
  * Each job's arrivals over the last `spanMs`, counted in one-second buckets: the rate the frontends' load
@@ -168,6 +187,12 @@ export interface FapesRunStats {
   invariantChecks: number;
   /** Compute time of inference's completed requests, ms. */
   inferenceComputeMs: number;
+  /** Harvesting: items done in warm inference backends' idle time (of itemsDone). */
+  harvestItemsDone: number;
+  /** Harvesting: stopped items given up (of itemsAbandoned). */
+  harvestItemsAbandoned: number;
+  /** Harvesting: inference requests that stopped a running item, each paying `pauseMs`. */
+  harvestStops: number;
 }
 
 interface JobState {
@@ -176,6 +201,10 @@ interface JobState {
   done: Uint8Array;
   doneCount: number;
   held: Set<number>;
+  /** Warm inference backends harvesting for the job. */
+  harvesting: number;
+  /** Of those, the ones with an item (running or stopped). */
+  harvestItems: number;
   startedAtMs?: number;
   doneAtMs?: number;
   preemptions: number;
@@ -210,6 +239,18 @@ export class FapesLoans implements LoanHook {
   private floorShares: ReadonlyMap<string, ServiceShare> | undefined;
   private readonly rates: RecentRates | undefined;
   private arrivedJobs = 0;
+  /** Harvesting, per backend: its gate while warm, the job and item it runs, the item's progress. */
+  private readonly harvest: HarvestSettings | undefined;
+  private readonly gates: (HarvestGate | undefined)[];
+  private readonly hJob: Int32Array;
+  private readonly hItem: Int32Array;
+  private readonly hDoneMs: Float64Array;
+  /** When the item last started running; NaN: stopped, or not running one. */
+  private readonly hRunSince: Float64Array;
+  /** The job's process is launched (its model loaded) from this time on. */
+  private readonly hReadyAt: Float64Array;
+  private readonly hGen: Int32Array;
+  private readonly hCheckAt: Float64Array;
   readonly stats: FapesRunStats;
 
   constructor(
@@ -227,6 +268,15 @@ export class FapesLoans implements LoanHook {
     this.heldSince = new Float64Array(n).fill(Number.NaN);
     this.gen = new Int32Array(n);
     this.random = seededRandom(sim.config.seed * 7919 + 13);
+    this.harvest = mode.kind === "loan" ? mode.harvest : undefined;
+    this.gates = new Array<HarvestGate | undefined>(n).fill(undefined);
+    this.hJob = new Int32Array(n).fill(-1);
+    this.hItem = new Int32Array(n).fill(-1);
+    this.hDoneMs = new Float64Array(n);
+    this.hRunSince = new Float64Array(n).fill(Number.NaN);
+    this.hReadyAt = new Float64Array(n);
+    this.hGen = new Int32Array(n);
+    this.hCheckAt = new Float64Array(n).fill(Number.NaN);
     const floors = mode.kind === "loan" && mode.need === "floors";
     // Under floors the hold is per service (ServiceFloors), not on the total: holding the total instead let a
     // service's lull lend its backends (fapes-48 seed 1: 0.050 % violations against 0.041 %).
@@ -245,6 +295,8 @@ export class FapesLoans implements LoanHook {
         done: new Uint8Array(spec.items),
         doneCount: 0,
         held: new Set<number>(),
+        harvesting: 0,
+        harvestItems: 0,
         preemptions: 0,
       };
     });
@@ -260,6 +312,9 @@ export class FapesLoans implements LoanHook {
       peakInferenceInUse: 0,
       invariantChecks: 0,
       inferenceComputeMs: 0,
+      harvestItemsDone: 0,
+      harvestItemsAbandoned: 0,
+      harvestStops: 0,
     };
   }
 
@@ -351,6 +406,19 @@ export class FapesLoans implements LoanHook {
       case JOB_ARRIVES:
         this.arrivedJobs = Math.max(this.arrivedJobs, a + 1);
         this.step(now);
+        this.harvestIdle(now);
+        return;
+      case HARVEST_READY:
+        if (this.hGen[a] === b) this.harvestNext(a, now);
+        return;
+      case HARVEST_DONE:
+        if (this.hGen[a] === b) this.harvestItemDone(a, now);
+        return;
+      case HARVEST_CHECK:
+        if (this.hCheckAt[a] === now) {
+          this.hCheckAt[a] = Number.NaN;
+          this.harvestCheck(a, now);
+        }
         return;
       case READY:
         if (this.gen[a] === b && this.phase[a] === STARTING) this.startItem(a, now);
@@ -399,7 +467,7 @@ export class FapesLoans implements LoanHook {
         minBackends: this.stream.minBackends,
         maxBackends: this.stream.maxBackends,
         held: j.held.size,
-        remaining: j.todo.length + this.runningOf(j),
+        remaining: j.todo.length + this.runningOf(j) + j.harvestItems,
       });
     }
     const free =
@@ -558,9 +626,191 @@ export class FapesLoans implements LoanHook {
     }
   }
 
+  // Harvesting: warm inference backends run items in their idle time (libs/fapes HarvestGate decides when).
+
+  computeStarts(b: number, now: number): number {
+    const gate = this.gates[b];
+    if (gate === undefined) return 0;
+    gate.computeStarts(now);
+    this.scheduleCheck(b);
+    const since = this.hRunSince[b] as number;
+    if (Number.isNaN(since)) return 0;
+    // It was running: stopped now, its progress kept.
+    this.stats.itemBusyMs += now - since;
+    this.hDoneMs[b] = (this.hDoneMs[b] as number) + (now - since);
+    this.hRunSince[b] = Number.NaN;
+    this.hGen[b] = (this.hGen[b] as number) + 1;
+    this.stats.harvestStops++;
+    return (this.harvest as HarvestSettings).pauseMs;
+  }
+
+  computeEnds(b: number, now: number): void {
+    const gate = this.gates[b];
+    if (gate === undefined) return;
+    gate.computeEnds(now);
+    this.scheduleCheck(b);
+  }
+
+  backendWarm(b: number, now: number): void {
+    if (this.harvest === undefined || this.gates[b] !== undefined) return;
+    this.gates[b] = new HarvestGate(now, this.harvest.gate);
+    this.harvestAssign(b, now);
+  }
+
+  backendCold(b: number, now: number): void {
+    if (this.gates[b] === undefined) return;
+    this.harvestRelease(b, now);
+    this.gates[b] = undefined;
+    this.hCheckAt[b] = Number.NaN;
+  }
+
+  private scheduleCheck(b: number): void {
+    const next = (this.gates[b] as HarvestGate).nextCheckMs();
+    if (next === undefined) return;
+    const pending = this.hCheckAt[b] as number;
+    if (!Number.isNaN(pending) && pending <= next) return;
+    this.hCheckAt[b] = next;
+    this.at(next, HARVEST_CHECK, b);
+  }
+
+  private harvestCheck(b: number, now: number): void {
+    const gate = this.gates[b] as HarvestGate;
+    const action = gate.check(now);
+    if (action === "abandon") {
+      const it = this.hItem[b] as number;
+      if (it >= 0) {
+        const j = this.jobs[this.hJob[b] as number] as JobState;
+        j.todo.push(it);
+        j.harvestItems--;
+        this.hItem[b] = -1;
+        this.stats.itemsAbandoned++;
+        this.stats.harvestItemsAbandoned++;
+        // Someone else may run it now.
+        this.step(now);
+      }
+    } else if (action === "resume") this.harvestRun(b, now);
+    this.scheduleCheck(b);
+  }
+
+  /** Warm backends harvesting for no job take one (a job arrived, or one ran out of items). */
+  private harvestIdle(now: number): void {
+    if (this.harvest === undefined) return;
+    for (let b = 0; b < this.gates.length; b++) if (this.gates[b] !== undefined && this.hJob[b] === -1) this.harvestAssign(b, now);
+  }
+
+  private harvestAssign(b: number, now: number): void {
+    const waiting: HarvestJob[] = [];
+    for (let i = 0; i < this.arrivedJobs; i++) {
+      const j = this.jobs[i] as JobState;
+      if (j.doneAtMs !== undefined) continue;
+      waiting.push({
+        name: j.spec.name,
+        priority: j.spec.priority,
+        submittedAtMs: j.spec.submittedAtMs,
+        minBackends: this.stream.minBackends,
+        maxBackends: this.stream.maxBackends,
+        held: j.held.size,
+        remaining: j.todo.length + this.runningOf(j) + j.harvestItems,
+        harvesting: j.harvesting,
+        unclaimed: j.todo.length,
+      });
+    }
+    const name = harvestJob(waiting);
+    if (name === undefined) return;
+    const job = this.byName.get(name) as number;
+    const j = this.jobs[job] as JobState;
+    this.hJob[b] = job;
+    j.harvesting++;
+    j.startedAtMs ??= now;
+    // The job's process starts beside the inference model: its container and model, as a loan's.
+    this.hReadyAt[b] = now + this.stream.launchMs;
+    const g = (this.hGen[b] as number) + 1;
+    this.hGen[b] = g;
+    this.at(now + this.stream.launchMs, HARVEST_READY, b, g);
+  }
+
+  /** The job's process is up, or its item is done: the next item, run if the gate lets it. */
+  private harvestNext(b: number, now: number): void {
+    // A stopped process claims nothing: it would only hold the item until it resumed.
+    if ((this.gates[b] as HarvestGate).isStopped) return;
+    const job = this.hJob[b] as number;
+    const j = this.jobs[job] as JobState;
+    const next = j.todo.pop();
+    if (next === undefined) {
+      this.harvestRelease(b, now);
+      this.harvestAssign(b, now);
+      return;
+    }
+    this.hItem[b] = next;
+    this.hDoneMs[b] = 0;
+    j.harvestItems++;
+    this.harvestRun(b, now);
+  }
+
+  /** The gate lets the process run: its item goes on (or it takes one, or a job). */
+  private harvestRun(b: number, now: number): void {
+    if (this.hJob[b] === -1) {
+      this.harvestAssign(b, now);
+      return;
+    }
+    if (now < (this.hReadyAt[b] as number)) return; // HARVEST_READY will start it
+    if (this.hItem[b] === -1) {
+      this.harvestNext(b, now);
+      return;
+    }
+    this.hRunSince[b] = now;
+    const g = (this.hGen[b] as number) + 1;
+    this.hGen[b] = g;
+    this.at(now + this.stream.itemMs - (this.hDoneMs[b] as number), HARVEST_DONE, b, g);
+  }
+
+  private harvestItemDone(b: number, now: number): void {
+    const j = this.jobs[this.hJob[b] as number] as JobState;
+    const it = this.hItem[b] as number;
+    this.stats.itemBusyMs += now - (this.hRunSince[b] as number);
+    this.hRunSince[b] = Number.NaN;
+    this.hItem[b] = -1;
+    j.harvestItems--;
+    if (j.done[it] === 1) this.stats.itemsRedone++;
+    else {
+      j.done[it] = 1;
+      j.doneCount++;
+      this.stats.itemsDone++;
+      this.stats.harvestItemsDone++;
+    }
+    if (j.doneCount === j.spec.items && j.doneAtMs === undefined) {
+      j.doneAtMs = now;
+      this.step(now);
+    }
+    this.harvestNext(b, now);
+  }
+
+  /** The backend stops harvesting for its job: a running or stopped item goes back to the job, unrecorded. */
+  private harvestRelease(b: number, now: number): void {
+    const job = this.hJob[b] as number;
+    if (job === -1) return;
+    const j = this.jobs[job] as JobState;
+    const since = this.hRunSince[b] as number;
+    if (!Number.isNaN(since)) this.stats.itemBusyMs += now - since;
+    const it = this.hItem[b] as number;
+    if (it >= 0) {
+      j.todo.push(it);
+      j.harvestItems--;
+      this.stats.itemsAbandoned++;
+      this.stats.harvestItemsAbandoned++;
+    }
+    j.harvesting--;
+    this.hJob[b] = -1;
+    this.hItem[b] = -1;
+    this.hRunSince[b] = Number.NaN;
+    this.hGen[b] = (this.hGen[b] as number) + 1;
+  }
+
   finish(endMs: number): void {
     for (let j = 0; j < this.sim.config.jobs.length; j++) this.stats.inferenceComputeMs += this.sim.metrics.computeMs(j);
     for (let b = 0; b < this.owner.length; b++) {
+      const since = this.hRunSince[b] as number;
+      if (!Number.isNaN(since)) this.stats.itemBusyMs += endMs - since;
       if (this.phase[b] === RUNNING || this.phase[b] === RETURNING) this.stats.itemBusyMs += endMs - (this.itemStart[b] as number);
       if (!Number.isNaN(this.heldSince[b] as number)) this.stats.heldMs += endMs - (this.heldSince[b] as number);
     }

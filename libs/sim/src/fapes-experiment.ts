@@ -10,7 +10,7 @@
 import { seededRandom } from "@infergrid/core";
 import type { LoanHook, SimConfig } from "./config.js";
 import { type FapesJob, FapesLoans, type FapesRunStats, jobArrivals, type LoanMode } from "./fapes-cluster.js";
-import type { FapesPolicy, FapesScenario } from "./fapes-scenario.js";
+import type { FapesJobStream, FapesPolicy, FapesScenario } from "./fapes-scenario.js";
 import { defaultProfilesDir, defaultTracesDir } from "./paths.js";
 import { configFor, type PreparedExperiment, prepareExperiment } from "./run-experiment.js";
 import { type RunResult, simulate, traceArrivals } from "./simulate.js";
@@ -82,7 +82,7 @@ function stat(xs: readonly number[]): Stat {
 const mean = (xs: readonly number[]): number => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 /** Each policy's lending. */
-export function loanMode(policy: FapesPolicy, inferenceBackends: number): LoanMode {
+export function loanMode(policy: FapesPolicy, inferenceBackends: number, stream: FapesJobStream): LoanMode {
   switch (policy) {
     case "no-loan":
       return { kind: "observe" };
@@ -103,6 +103,18 @@ export function loanMode(policy: FapesPolicy, inferenceBackends: number): LoanMo
       return { kind: "loan", need: "plan-headroom", strategy: "fewest-preemptions", control: true, holdMs: 300_000 };
     case "infergrid-in-use":
       return { kind: "loan", need: "plan-in-use-headroom", strategy: "fewest-preemptions", control: true };
+    case "infergrid-harvest": {
+      const h = stream.harvest;
+      if (h === undefined) throw new Error("fapes: policy infergrid-harvest needs the scenario's jobs.harvest");
+      return {
+        kind: "loan",
+        need: "floors",
+        strategy: "fewest-preemptions",
+        control: true,
+        holdMs: 300_000,
+        harvest: { gate: { resumeAfterMs: h.resumeAfterMs, abandonAfterMs: h.abandonAfterMs }, pauseMs: h.pauseMs },
+      };
+    }
   }
 }
 
@@ -154,7 +166,7 @@ export async function runFapesScenario(
     order.sort((a, b) => (a === "no-loan" ? -1 : b === "no-loan" ? 1 : 0));
     let peak = p.capacity;
     for (const policy of order) {
-      const mode = loanMode(policy, peak);
+      const mode = loanMode(policy, peak, s.jobs);
       const { result, loans } = runFapesOne(p, s, jobs, mode, seed);
       const stats = loans as FapesRunStats;
       if (policy === "no-loan") peak = stats.peakInferenceInUse;

@@ -5,7 +5,7 @@
  * Validated here once, with the cluster scenarios' error format; every default is applied here.
  */
 import { basename, dirname, extname, resolve } from "node:path";
-import { FAPES_GRACE_MS } from "@infergrid/fapes";
+import { FAPES_GRACE_MS, HARVEST_DEFAULTS } from "@infergrid/fapes";
 import { z } from "zod";
 import { readMeasuredRow } from "./profiles.js";
 import { cutSlice, type Experiment, formatIssues, loadScenario, readScenarioData, ScenarioError } from "./scenario.js";
@@ -20,6 +20,7 @@ export const FAPES_POLICIES = [
   "infergrid-shares",
   "infergrid-headroom",
   "infergrid-in-use",
+  "infergrid-harvest",
 ] as const;
 export type FapesPolicy = (typeof FAPES_POLICIES)[number];
 
@@ -81,11 +82,21 @@ const fapesScenarioSchema = z.strictObject({
     /** A preempted job's remaining backends pause this long (checkpoint, upload, restore). */
     restartMs: z.number().nonnegative().default(FAPES_RESTART_MS),
     graceMs: z.number().nonnegative().default(FAPES_GRACE_MS),
+    /**
+     * Harvesting (policy `infergrid-harvest`, libs/fapes HarvestGate): a warm inference backend runs items while
+     * no request computes on it. `pauseMs` is what stopping a running item adds to the request that stops it
+     * (measured by `npm run bench:harvest-pause`); no default, since it is the machine's and the model's.
+     */
+    harvest: z
+      .strictObject({
+        pauseMs: z.number().nonnegative(),
+        resumeAfterMs: z.number().nonnegative().default(HARVEST_DEFAULTS.resumeAfterMs),
+        abandonAfterMs: z.number().positive().default(HARVEST_DEFAULTS.abandonAfterMs),
+      })
+      .optional(),
   }),
-  policies: z
-    .array(z.enum(FAPES_POLICIES))
-    .min(1)
-    .default([...FAPES_POLICIES]),
+  /** Default: every policy the scenario can run (`infergrid-harvest` only with `jobs.harvest`). */
+  policies: z.array(z.enum(FAPES_POLICIES)).min(1).optional(),
   seeds: z.array(z.number().int().nonnegative()).min(1).default([1, 2, 3]),
 });
 
@@ -118,6 +129,9 @@ export function loadFapesScenario(path: string, profilesDir: string): FapesScena
   const problems: string[] = [];
   if (d.jobs.minBackends > d.jobs.maxBackends)
     problems.push(`jobs.minBackends: ${d.jobs.minBackends} is above jobs.maxBackends ${d.jobs.maxBackends}`);
+  const policies = d.policies ?? FAPES_POLICIES.filter((p) => p !== "infergrid-harvest" || d.jobs.harvest !== undefined);
+  if (policies.includes("infergrid-harvest") && d.jobs.harvest === undefined)
+    problems.push("jobs.harvest: required by policy infergrid-harvest (at least its pauseMs)");
   if (d.jobs.items.kind === "uniform" && d.jobs.items.min > d.jobs.items.max)
     problems.push(`jobs.items.min: ${d.jobs.items.min} is above jobs.items.max ${d.jobs.items.max}`);
   let inference: Experiment | undefined;
@@ -149,7 +163,7 @@ export function loadFapesScenario(path: string, profilesDir: string): FapesScena
     description: d.description,
     inference,
     jobs: { ...d.jobs, itemMs, itemSource },
-    policies: d.policies,
+    policies,
     seeds: d.seeds,
   };
 }

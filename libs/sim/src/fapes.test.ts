@@ -2,8 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import type { FapesRunStats } from "./fapes-cluster.js";
 import { jobArrivals } from "./fapes-cluster.js";
-import { runFapesOne, runFapesScenario } from "./fapes-experiment.js";
+import { loanMode, runFapesOne, runFapesScenario } from "./fapes-experiment.js";
 import { loadFapesScenario } from "./fapes-scenario.js";
 import { defaultProfilesDir, scenariosDir } from "./paths.js";
 import { prepareExperiment, runOne } from "./run-experiment.js";
@@ -98,6 +99,40 @@ describe("a tiny fapes run", () => {
     // The policies that lend past the plan do run jobs here (infergrid-in-use keeps what the frontends use: on
     // smoke's two busy services nothing is left over).
     for (const p of ["one-way-random", "fapes", "infergrid"]) expect(by(p)?.loans.itemsDone, p).toBeGreaterThan(0);
+    // Harvesting runs items in warm backends' idle time, stops them for inference's requests, gives some up.
+    const harvest = by("infergrid-harvest")?.loans;
+    expect(harvest?.harvestItemsDone).toBeGreaterThan(0);
+    expect(harvest?.harvestStops).toBeGreaterThan(0);
+    expect(harvest?.itemsDone).toBeGreaterThan(by("infergrid")?.loans.itemsDone ?? 0);
+    for (const p of s.policies.filter((x) => x !== "infergrid-harvest")) expect(by(p)?.loans.harvestStops, p).toBe(0);
+  });
+
+  it("a harvest policy needs the scenario's harvest settings, named by path", () => {
+    expect(problemsOf({}, { policies: ["infergrid-harvest"] }).join("\n")).toMatch(/^jobs\.harvest: required by policy/m);
+    expect(problemsOf({ harvest: { pauseMs: 1 } }, { policies: ["infergrid-harvest"] })).toEqual([]);
+    expect(problemsOf({ harvest: { pauseMs: -1 } }).join("\n")).toMatch(/^jobs\.harvest\.pauseMs:/m);
+    expect(problemsOf({ harvest: { pauseMs: 1, abandonAfterMs: 0 } }).join("\n")).toMatch(/^jobs\.harvest\.abandonAfterMs:/m);
+  });
+
+  it("a stop costs inference what the scenario says: a second's stop makes requests late", async () => {
+    const s = tiny();
+    const p = await prepareExperiment(s.inference);
+    const jobs = jobArrivals(s.jobs, p.durationMs, 1);
+    const run = (pauseMs: number) =>
+      runFapesOne(
+        p,
+        s,
+        jobs,
+        loanMode("infergrid-harvest", p.capacity, { ...s.jobs, harvest: { pauseMs, resumeAfterMs: 50, abandonAfterMs: 15_000 } }),
+        1,
+      );
+    const free = run(0);
+    // A second's stop is beyond the SLO (720 ms): each stopped request is late.
+    const costly = run(1_000);
+    const stats = (r: ReturnType<typeof run>) => r.loans as FapesRunStats;
+    expect(stats(free).harvestStops).toBeGreaterThan(0);
+    expect(stats(costly).itemsRedone).toBe(0);
+    expect(costly.result.cluster.violations).toBeGreaterThan(free.result.cluster.violations);
   });
 
   it("without jobs, a run is today's infergrid run exactly", async () => {

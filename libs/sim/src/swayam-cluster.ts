@@ -324,6 +324,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         return;
       case LOADED: {
         (this.backends[a] as BackendMachine).loadFinished(this.sim.now);
+        this.loans?.backendWarm?.(a, this.sim.now);
         this.serveParked(a);
         this.ensureIdleCheck(a);
         return;
@@ -335,7 +336,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
         this.ready(a, b);
         return;
       case CLAIM:
-        this.sim.schedule(this.sim.now + (this.sim.requests.service[a] as number), DONE, a);
+        this.compute(a, this.sim.requests.backend[a] as number);
         return;
       case RELEASE:
         this.freeSlot(a);
@@ -445,16 +446,24 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
     const be = this.backends[b] as BackendMachine;
     const res = be.tryAcquire(sim.now, this.frontendIds[r.frontend[req] as number] as string, this.names[j]);
     if (res.accepted) {
-      sim.schedule(sim.now + (r.service[req] as number), DONE, req);
+      this.compute(req, b);
       return;
     }
     const fs = be.frontendsSeen(sim.now);
     sim.scheduleInOrder(sim.now + sim.config.hopMs, REFUSED, req, fs * 8 + REASONS.indexOf(res.reason));
   }
 
+  /** The request starts computing on backend b (a harvesting backend first stops its best-effort work). */
+  private compute(req: number, b: number): void {
+    const sim = this.sim;
+    const extra = this.loans?.computeStarts?.(b, sim.now) ?? 0;
+    sim.schedule(sim.now + (sim.requests.service[req] as number) + extra, DONE, req);
+  }
+
   private done(req: number): void {
     const sim = this.sim;
     const b = sim.requests.backend[req] as number;
+    this.loans?.computeEnds?.(b, sim.now);
     this.freeSlot(b);
     sim.scheduleInOrder(sim.now + sim.config.hopMs, REPLY, req, (this.backends[b] as BackendMachine).frontendsSeen(sim.now));
   }
@@ -554,6 +563,7 @@ export class SwayamCluster implements ClusterModel, LoanSurface {
 
   /** A backend went cold (decommissioned itself, or finished draining): its occupancy ends. */
   private wentCold(b: number): void {
+    this.loans?.backendCold?.(b, this.sim.now);
     const since = this.since[b] as number;
     if (!Number.isNaN(since)) this.sim.metrics.occupancy(this.chargedTo[b] as number, since, this.sim.now);
     this.since[b] = Number.NaN;

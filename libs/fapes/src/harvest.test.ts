@@ -1,0 +1,131 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { HARVEST_DEFAULTS, HarvestGate, type HarvestJob, harvestJob } from "./harvest.js";
+
+const OPTIONS = { resumeAfterMs: 50, abandonAfterMs: 1_000 };
+
+describe("the harvest gate of a warm inference backend", () => {
+  it("stops the best-effort process when a request starts computing, once for overlapping requests", () => {
+    const gate = new HarvestGate(0, OPTIONS);
+    expect(gate.isStopped).toBe(false);
+    expect(gate.nextCheckMs()).toBeUndefined();
+    expect(gate.computeStarts(10)).toBe(true);
+    expect(gate.computeStarts(12)).toBe(false);
+    expect(gate.isStopped).toBe(true);
+    expect(gate.inferenceComputing).toBe(2);
+  });
+
+  it("resumes only after the backend has been idle resumeAfterMs since the last request ended", () => {
+    const gate = new HarvestGate(0, OPTIONS);
+    gate.computeStarts(10);
+    gate.computeStarts(20);
+    gate.computeEnds(30);
+    // One request still computes: no resume, only the abandon check is due.
+    expect(gate.nextCheckMs()).toBe(1_010);
+    expect(gate.check(200)).toBeUndefined();
+    gate.computeEnds(300);
+    expect(gate.nextCheckMs()).toBe(350);
+    expect(gate.check(349)).toBeUndefined();
+    expect(gate.check(350)).toBe("resume");
+    expect(gate.isStopped).toBe(false);
+    expect(gate.nextCheckMs()).toBeUndefined();
+    expect(gate.check(400)).toBeUndefined();
+  });
+
+  it("a request that starts within the resume delay keeps the process stopped, and restarts the delay", () => {
+    const gate = new HarvestGate(0, OPTIONS);
+    gate.computeStarts(0);
+    gate.computeEnds(100);
+    expect(gate.computeStarts(130)).toBe(false);
+    gate.computeEnds(160);
+    expect(gate.check(150)).toBeUndefined();
+    expect(gate.nextCheckMs()).toBe(210);
+    expect(gate.check(210)).toBe("resume");
+  });
+
+  it("gives up an item stopped for abandonAfterMs once, then resumes when the backend idles", () => {
+    const gate = new HarvestGate(0, OPTIONS);
+    gate.computeStarts(0);
+    expect(gate.nextCheckMs()).toBe(1_000);
+    expect(gate.check(1_000)).toBe("abandon");
+    expect(gate.nextCheckMs()).toBeUndefined();
+    expect(gate.check(5_000)).toBeUndefined();
+    expect(gate.isStopped).toBe(true);
+    gate.computeEnds(5_000);
+    expect(gate.check(5_050)).toBe("resume");
+    // A new stop counts its own time.
+    gate.computeStarts(6_000);
+    expect(gate.check(6_999)).toBeUndefined();
+    expect(gate.check(7_000)).toBe("abandon");
+  });
+
+  it("refuses an end without a start, and bad options", () => {
+    expect(() => new HarvestGate(0, OPTIONS).computeEnds(1)).toThrow(/never started/);
+    expect(() => new HarvestGate(0, { resumeAfterMs: -1, abandonAfterMs: 1 })).toThrow(RangeError);
+    expect(() => new HarvestGate(0, { resumeAfterMs: 0, abandonAfterMs: 0 })).toThrow(RangeError);
+    expect(HARVEST_DEFAULTS.abandonAfterMs).toBe(15_000);
+  });
+
+  it("never lets the process run while a request computes, whatever the order of events", () => {
+    const event = fc.oneof(fc.constant<"start">("start"), fc.constant<"end">("end"), fc.constant<"check">("check"));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(event, fc.integer({ min: 0, max: 400 })), { maxLength: 60 }), (events) => {
+        const gate = new HarvestGate(0, OPTIONS);
+        let now = 0;
+        let computing = 0;
+        let running = true;
+        for (const [kind, gap] of events) {
+          now += gap;
+          if (kind === "start") {
+            const stop = gate.computeStarts(now);
+            expect(stop).toBe(running);
+            running = false;
+            computing++;
+          } else if (kind === "end" && computing > 0) {
+            gate.computeEnds(now);
+            computing--;
+          } else {
+            const due = gate.nextCheckMs();
+            const action = gate.check(now);
+            if (action === "resume") {
+              expect(computing).toBe(0);
+              expect(due).toBeDefined();
+              expect(now).toBeGreaterThanOrEqual(due as number);
+              running = true;
+            }
+          }
+          expect(gate.isStopped).toBe(!running);
+          if (computing > 0) expect(gate.isStopped).toBe(true);
+        }
+      }),
+    );
+  });
+});
+
+describe("the job a harvesting backend works for", () => {
+  const job = (name: string, over: Partial<HarvestJob> = {}): HarvestJob => ({
+    name,
+    priority: 0,
+    submittedAtMs: 0,
+    minBackends: 1,
+    maxBackends: 4,
+    held: 0,
+    remaining: 10,
+    harvesting: 0,
+    unclaimed: 10,
+    ...over,
+  });
+
+  it("is the first in loan order: priority, then arrival", () => {
+    expect(harvestJob([job("a", { submittedAtMs: 5 }), job("b", { submittedAtMs: 1 })])).toBe("b");
+    expect(harvestJob([job("a", { submittedAtMs: 5, priority: 1 }), job("b", { submittedAtMs: 1 })])).toBe("a");
+  });
+
+  it("skips a job at its maximum, loans and harvesters counted alike, or without an item nobody runs", () => {
+    expect(harvestJob([job("a", { held: 2, harvesting: 2 }), job("b", { submittedAtMs: 9 })])).toBe("b");
+    expect(harvestJob([job("a", { unclaimed: 0, remaining: 3 }), job("b", { submittedAtMs: 9 })])).toBe("b");
+    // Two items left: at most two backends, whatever its maximum.
+    expect(harvestJob([job("a", { remaining: 2, unclaimed: 1, harvesting: 2 })])).toBeUndefined();
+    expect(harvestJob([])).toBeUndefined();
+  });
+});
