@@ -107,12 +107,9 @@ describe("the job a harvesting backend works for", () => {
     name,
     priority: 0,
     submittedAtMs: 0,
-    minBackends: 1,
     maxBackends: 4,
-    held: 0,
-    remaining: 10,
-    harvesting: 0,
     unclaimed: 10,
+    inFlight: 0,
     ...over,
   });
 
@@ -121,11 +118,11 @@ describe("the job a harvesting backend works for", () => {
     expect(harvestJob([job("a", { submittedAtMs: 5, priority: 1 }), job("b", { submittedAtMs: 1 })])).toBe("a");
   });
 
-  it("skips a job at its maximum, loans and harvesters counted alike, or without an item nobody runs", () => {
-    expect(harvestJob([job("a", { held: 2, harvesting: 2 }), job("b", { submittedAtMs: 9 })])).toBe("b");
-    expect(harvestJob([job("a", { unclaimed: 0, remaining: 3 }), job("b", { submittedAtMs: 9 })])).toBe("b");
-    // Two items left: at most two backends, whatever its maximum.
-    expect(harvestJob([job("a", { remaining: 2, unclaimed: 1, harvesting: 2 })])).toBeUndefined();
+  it("skips a job with as many items in flight as its maximum of backends, or with no item nobody holds", () => {
+    expect(harvestJob([job("a", { inFlight: 4 }), job("b", { submittedAtMs: 9 })])).toBe("b");
+    expect(harvestJob([job("a", { unclaimed: 0, inFlight: 1 }), job("b", { submittedAtMs: 9 })])).toBe("b");
+    expect(harvestJob([job("a", { inFlight: 3 })])).toBe("a");
+    expect(harvestJob([job("a", { unclaimed: 0 })])).toBeUndefined();
     expect(harvestJob([])).toBeUndefined();
   });
 });

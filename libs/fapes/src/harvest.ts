@@ -9,7 +9,7 @@
  *
  * This is a state machine over the times it is told: the backend worker and the simulator both drive it.
  */
-import { jobWants, type LoanJob, loanOrder } from "./loan-plan.js";
+import { loanOrder } from "./loan-plan.js";
 
 export interface HarvestOptions {
   /** Idle time, after the last inference request, before the best-effort process runs again, ms. */
@@ -103,17 +103,26 @@ export class HarvestGate {
   }
 }
 
-/** A job as harvesting sees it: its loan view, the backends harvesting for it, and its items nobody runs. */
-export interface HarvestJob extends LoanJob {
-  readonly harvesting: number;
+/**
+ * A job as a harvesting backend sees it, from the job store alone (a backend knows nothing of the others):
+ * its items nobody holds, and the ones held now, by loans and harvesters alike.
+ */
+export interface HarvestJob {
+  readonly name: string;
+  readonly priority: number;
+  readonly submittedAtMs: number;
+  readonly maxBackends: number;
+  /** Items not handed out yet. */
   readonly unclaimed: number;
+  /** Items handed out and not done (each held by one backend, loaned or harvesting). */
+  readonly inFlight: number;
 }
 
 /**
- * The job a backend newly able to harvest works for: the first in loan order (priority, then arrival) with an
- * item nobody runs and room under its maximum, its loans and harvesters counted alike; undefined: none.
+ * The job a backend able to harvest works for: the first in loan order (priority, then arrival) with an item
+ * nobody holds and fewer items in flight than its maximum of backends; undefined: none.
  */
 export function harvestJob(jobs: readonly HarvestJob[]): string | undefined {
-  for (const j of loanOrder(jobs)) if (j.unclaimed > 0 && j.held + j.harvesting < jobWants(j)) return j.name;
+  for (const j of loanOrder(jobs)) if (j.unclaimed > 0 && j.inFlight < j.maxBackends) return j.name;
   return undefined;
 }

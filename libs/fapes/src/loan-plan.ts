@@ -101,7 +101,7 @@ export function inferenceNeed(rule: NeedRule, plan: number, inUse: number, headr
 }
 
 /** Jobs in the order they get backends: priority, then arrival, then name. */
-export function loanOrder<J extends LoanJob>(jobs: readonly J[]): J[] {
+export function loanOrder<J extends Pick<LoanJob, "name" | "priority" | "submittedAtMs">>(jobs: readonly J[]): J[] {
   return [...jobs].sort(
     (a, b) => b.priority - a.priority || a.submittedAtMs - b.submittedAtMs || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
   );

@@ -707,12 +707,9 @@ export class FapesLoans implements LoanHook {
         name: j.spec.name,
         priority: j.spec.priority,
         submittedAtMs: j.spec.submittedAtMs,
-        minBackends: this.stream.minBackends,
         maxBackends: this.stream.maxBackends,
-        held: j.held.size,
-        remaining: j.todo.length + this.runningOf(j) + j.harvestItems,
-        harvesting: j.harvesting,
         unclaimed: j.todo.length,
+        inFlight: this.runningOf(j) + j.harvestItems,
       });
     }
     const name = harvestJob(waiting);
