@@ -1,3 +1,4 @@
+import { HARVEST_DEFAULTS } from "@infergrid/fapes";
 import { controlTokenConfigShape, field } from "@infergrid/runtime";
 import { z } from "zod";
 
@@ -21,6 +22,17 @@ export const backendConfig = z.object({
   maxRequestBytes: field.int(16 * 1024 * 1024, 1024).describe("largest accepted request, bytes"),
   holdMs: field.ms(1_000).describe("late binding: how long a slot held for a parked request waits for its Execute"),
   onnxThreads: field.int(1, 1, 64).describe("intra-op threads for ONNX models (unless the spec says)"),
+  harvest: field
+    .bool(false)
+    .describe(
+      "harvesting: while it serves a service, run best-effort job items in its idle time, in a second process stopped (SIGSTOP) whenever a request computes",
+    ),
+  harvestResumeAfterMs: field
+    .ms(HARVEST_DEFAULTS.resumeAfterMs)
+    .describe("harvesting: idle time after the last request before the best-effort process continues"),
+  harvestAbandonAfterMs: field
+    .ms(HARVEST_DEFAULTS.abandonAfterMs)
+    .describe("harvesting: a best-effort item stopped this long is given back for another backend to run"),
   ...controlTokenConfigShape,
 });
 

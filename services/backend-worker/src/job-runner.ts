@@ -37,6 +37,8 @@ export interface JobRunnerOptions {
   claimWaitMs?: number;
   /** Pause after a failure talking to NATS or running the model (default 500 ms). */
   retryMs?: number;
+  /** Awaited before each claim: a harvesting backend claims only while its best-effort process may run. */
+  readyToClaim?(): Promise<void>;
 }
 
 type Phase = "loading" | "running" | "releasing";
@@ -124,6 +126,16 @@ export class JobRunner {
           ? backend.BackendState.BACKEND_STATE_BUSY
           : backend.BackendState.BACKEND_STATE_DRAINING;
     return { job: s.job, jobItemsDone: c?.done ?? 0, jobItemsRedone: c?.redone ?? 0, state };
+  }
+
+  /** Whether an item is claimed and not yet recorded or given back. */
+  get itemInFlight(): boolean {
+    return this.session?.inFlight !== undefined;
+  }
+
+  /** Gives the item in flight back now (unrecorded; another backend takes it), and goes on claiming. */
+  abandonInFlight(): void {
+    this.session?.inFlight?.abandon();
   }
 
   /** Items this backend recorded and redid for a job since it started. */
@@ -259,6 +271,8 @@ export class JobRunner {
       while (!s.stopping) {
         let claimed: ClaimedItem | undefined;
         try {
+          await this.options.readyToClaim?.();
+          if (s.stopping) break;
           claimed = await this.options.items.claim(s.job, { maxWaitMs: this.claimWaitMs });
         } catch (err) {
           logger.warn({ err, job: s.job }, "claiming an item failed");

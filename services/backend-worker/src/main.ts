@@ -15,7 +15,9 @@ import {
 } from "@infergrid/runtime";
 import { BackendMachine } from "@infergrid/swayam";
 import { Counter, Gauge, Histogram } from "prom-client";
+import { ChildRuntime } from "./child-runtime.js";
 import { backendConfig, sizeProblem } from "./config.js";
+import { Harvester } from "./harvester.js";
 import { nominalItemMs } from "./job-item.js";
 import { JobRunner } from "./job-runner.js";
 import { ownProfile, toModelSpec, Worker } from "./worker.js";
@@ -27,6 +29,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   const controlToken = resolveControlToken(config);
   if (controlToken === undefined) logger.info("no control token configured: Resize is disabled");
   let member: MemberHandle | undefined;
+  let harvester: Harvester | undefined;
   const registry = await ServiceRegistry.open(nc, logger);
   const machine = new BackendMachine({
     concurrency: config.maxBatch > 1 ? config.maxBatch : config.concurrency,
@@ -72,6 +75,10 @@ await runService("backend-worker", backendConfig, async (ctx) => {
       onHoldEnded: (how) => holdsEnded.inc({ how }),
       onBatch: (size) => batchSizes.observe(size),
       onLate: () => executed.inc({ status: "LATE_NOT_RUN" }),
+      onCompute: (phase) => {
+        if (phase === "start") harvester?.computeStarts();
+        else harvester?.computeEnds();
+      },
       onDecommissioned: (service) => {
         publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
           kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
@@ -110,6 +117,31 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     onItem: (job, outcome) => jobItems.inc({ job, outcome }),
     onJobChanged: () => member?.heartbeat.beat(),
   });
+  if (config.harvest) {
+    const harvestItems = new Counter({
+      name: "infergrid_backend_harvest_items_total",
+      help: "Best-effort job items this backend claimed in its idle time while serving (harvesting), by job and how they ended (as infergrid_backend_job_items_total)",
+      labelNames: ["job", "outcome"],
+      registers: [metrics],
+    });
+    harvester = new Harvester({
+      backendId: id,
+      store: jobStore,
+      logger,
+      createRuntime: (model, random) => new ChildRuntime(toModelSpec(model, config.onnxThreads, config.instanceType, config.cores), random),
+      nominalItemMs: (spec) => nominalItemMs(spec.model, spec.itemBatch ?? 1, config.cores, ownProfile(spec.model, config.instanceType)),
+      serving: () => {
+        const state = worker.report().state;
+        return (
+          worker.service !== "" &&
+          (state === backend.BackendState.BACKEND_STATE_WARM_IDLE || state === backend.BackendState.BACKEND_STATE_BUSY)
+        );
+      },
+      gate: { resumeAfterMs: config.harvestResumeAfterMs, abandonAfterMs: config.harvestAbandonAfterMs },
+      onItem: (job, outcome) => harvestItems.inc({ job, outcome }),
+    });
+    harvester.start();
+  }
   const stopWatch = registry.watchAssignment(id, (a) => {
     worker.onAssignment(a);
     jobRunner.onAssignment(a);
@@ -129,7 +161,10 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   member = await serveMember(ctx, {
     role: "backend",
     maxReceiveMessageBytes: config.maxRequestBytes,
-    heartbeatExtra: () => ({ backend: { ...worker.report(), ...jobRunner.report() }, instanceType: config.instanceType }),
+    heartbeatExtra: () => ({
+      backend: { ...worker.report(), ...jobRunner.report(), ...harvester?.report() },
+      instanceType: config.instanceType,
+    }),
     // Every method also over the frontends' multiplexed streams (runtime multiplex.ts), the same handlers.
     register: (server) =>
       addServiceWithMultiplex(
@@ -206,6 +241,8 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     shutdown: [
       // A job first, as a reclaim: its item in flight must be finished or given back while NATS is still up.
       { name: "job", run: () => jobRunner.stop(config.shutdownGraceMs) },
+      // Harvested items go back at once: they were only ever run in idle time.
+      { name: "harvest", run: () => harvester?.stop() ?? Promise.resolve() },
       ...member.shutdown,
       {
         name: "loops",

@@ -150,6 +150,8 @@ export interface WorkerEvents {
   onBatch?(size: number, computeMs: number): void;
   /** An Execute came after its caller's deadline and was refused unrun. */
   onLate?(): void;
+  /** The model starts computing requests ("start") or is done with them ("end"): harvesting stops and resumes on these. */
+  onCompute?(phase: "start" | "end"): void;
 }
 
 /**
@@ -351,7 +353,13 @@ export class Worker {
     const runtime = this.runtime;
     try {
       if (!runtime) throw new GrpcStatusError(grpc.status.INTERNAL, "warm backend has no model loaded");
-      const result = await runtime.infer(fromTensorMap(req.inputs));
+      this.events.onCompute?.("start");
+      let result: InferResult;
+      try {
+        result = await runtime.infer(fromTensorMap(req.inputs));
+      } finally {
+        this.events.onCompute?.("end");
+      }
       this.release();
       return {
         status: backend.ExecuteStatus.EXECUTE_STATUS_OK,
@@ -372,10 +380,15 @@ export class Worker {
     let answers: BatchAnswer[];
     try {
       if (!runtime) throw new GrpcStatusError(grpc.status.INTERNAL, "warm backend has no model loaded");
-      answers = await runBatch(
-        runtime,
-        items.map((i) => i.inputs),
-      );
+      this.events.onCompute?.("start");
+      try {
+        answers = await runBatch(
+          runtime,
+          items.map((i) => i.inputs),
+        );
+      } finally {
+        this.events.onCompute?.("end");
+      }
       if (answers.length !== items.length) throw new Error(`the model answered ${answers.length} of a batch of ${items.length}`);
     } catch (err) {
       const failure = err instanceof Error ? err : new Error(String(err));
