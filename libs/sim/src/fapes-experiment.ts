@@ -25,6 +25,8 @@ export interface FapesRun {
   inferenceBackends?: number;
   /** (inference compute + item time) / (backends x duration). */
   busyUtilisation: number;
+  /** (inference compute + the run time of the items done) / (backends x duration): busy, without work thrown away. */
+  usefulUtilisation: number;
   /** (inference's backend time in lists, warm or starting + backend time held by jobs) / (backends x duration). */
   allocatedUtilisation: number;
   cpuMs: number;
@@ -34,7 +36,11 @@ export interface FapesPolicySummary {
   policy: FapesPolicy;
   seeds: number;
   busyUtilisation: Stat;
+  usefulUtilisation: Stat;
   allocatedUtilisation: Stat;
+  /** Items done in serving backends' idle time (harvesting), and the requests that stopped a running item. */
+  harvestItemsDone: Stat;
+  harvestStops: Stat;
   jobsSubmitted: Stat;
   jobsStarted: Stat;
   jobsDone: Stat;
@@ -179,6 +185,7 @@ export async function runFapesScenario(
         loans: stats,
         ...(policy === "dedicated" ? { inferenceBackends: peak } : {}),
         busyUtilisation: (stats.inferenceComputeMs + stats.itemBusyMs) / denom,
+        usefulUtilisation: (stats.inferenceComputeMs + stats.itemsDone * s.jobs.itemMs) / denom,
         allocatedUtilisation: (result.cluster.backendSeconds * 1000 + stats.heldMs) / denom,
         cpuMs: result.stats.cpuMs,
       });
@@ -192,6 +199,9 @@ export async function runFapesScenario(
       policy,
       seeds: rs.length,
       busyUtilisation: per((r) => r.busyUtilisation * 100),
+      usefulUtilisation: per((r) => r.usefulUtilisation * 100),
+      harvestItemsDone: per((r) => r.loans.harvestItemsDone),
+      harvestStops: per((r) => r.loans.harvestStops),
       allocatedUtilisation: per((r) => r.allocatedUtilisation * 100),
       jobsSubmitted: per((r) => r.loans.jobs.length),
       jobsStarted: per((r) => r.loans.jobs.filter((j) => j.startedAtMs !== undefined).length),
@@ -253,17 +263,18 @@ export function fapesMarkdown(r: FapesScenarioResult): string {
       `launch ${(j.launchMs / 1000).toFixed(2)} s, restart after a preemption ${(j.restartMs / 1000).toFixed(2)} s, grace ${(j.graceMs / 1000).toFixed(0)} s. ` +
       `Means over ${r.summary[0]?.seeds ?? 0} seeds (min-max in parentheses when they differ).`,
     "",
-    "Busy utilisation: (inference compute + item run time) / (backends x duration). Allocated: (inference's backends warm or starting, " +
+    "Busy utilisation: (inference compute + item run time, given-up items included) / (backends x duration); useful: the same with only " +
+      "the items done. Allocated: (inference's backends warm or starting, " +
       "in lists or draining, + backends held by a job, its launch, restarts and grace period included) / (backends x duration). " +
       "Wait: submission to the first backend (jobs that started). JCT: submission to the last item (jobs done); censored: every job, " +
       "an unfinished one counted until the end.",
     "",
-    "| policy | busy util % | allocated util % | jobs done / started / submitted | wait s | JCT s | JCT censored s | preemptions | items redone | items abandoned | inference violations % | lost utility | inference backends |",
-    "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| policy | busy util % | useful util % | allocated util % | jobs done / started / submitted | wait s | JCT s | JCT censored s | preemptions | items redone | items abandoned | inference violations % | lost utility | inference backends |",
+    "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const x of r.summary) {
     lines.push(
-      `| ${x.policy} | ${fmt(x.busyUtilisation, 1)} | ${fmt(x.allocatedUtilisation, 1)} | ${x.jobsDone.mean.toFixed(1)} / ${x.jobsStarted.mean.toFixed(1)} / ${x.jobsSubmitted.mean.toFixed(1)} | ` +
+      `| ${x.policy} | ${fmt(x.busyUtilisation, 1)} | ${fmt(x.usefulUtilisation, 1)} | ${fmt(x.allocatedUtilisation, 1)} | ${x.jobsDone.mean.toFixed(1)} / ${x.jobsStarted.mean.toFixed(1)} / ${x.jobsSubmitted.mean.toFixed(1)} | ` +
         `${fmt(x.waitS, 0)} | ${fmt(x.completionS, 0)} | ${fmt(x.completionCensoredS, 0)} | ${fmt(x.preemptions, 1)} | ${fmt(x.itemsRedone, 0)} | ${fmt(x.itemsAbandoned, 1)} | ` +
         `${fmt(x.violationPct, 3)} | ${fmt(x.lostUtility, 3)} | ${x.policy === "dedicated" ? fmt(x.inferenceBackends, 0) : x.policy === "no-loan" ? "all" : "loans"} |`,
     );
@@ -281,8 +292,17 @@ export function fapesMarkdown(r: FapesScenarioResult): string {
       parts.push(`allocated ${(x.allocatedUtilisation.mean - ded.allocatedUtilisation.mean).toFixed(1)} points`);
       parts.push(`JCT ${((1 - x.completionCensoredS.mean / ded.completionCensoredS.mean) * 100).toFixed(1)} % lower (censored)`);
     }
-    if (none !== undefined)
+    if (none !== undefined) {
+      parts.push(
+        `over no-loan: busy utilisation +${(x.busyUtilisation.mean - none.busyUtilisation.mean).toFixed(1)} points (useful +${(x.usefulUtilisation.mean - none.usefulUtilisation.mean).toFixed(1)}), ` +
+          `JCT ${((1 - x.completionCensoredS.mean / none.completionCensoredS.mean) * 100).toFixed(1)} % lower (censored)`,
+      );
       parts.push(`inference violations ${(x.violationPct.mean - none.violationPct.mean).toFixed(3)} points over no-loan`);
+    }
+    if (x.harvestItemsDone.mean > 0)
+      parts.push(
+        `harvesting: ${x.harvestItemsDone.mean.toFixed(0)} items done in serving backends' idle time, ${x.harvestStops.mean.toFixed(0)} requests stopped a running item`,
+      );
     if (rnd !== undefined && x.policy !== "one-way-random")
       parts.push(`preemptions ${x.preemptions.mean.toFixed(1)} vs random reclaim's ${rnd.preemptions.mean.toFixed(1)}`);
     vs.push(`- ${x.policy}: ${parts.join("; ")}`);

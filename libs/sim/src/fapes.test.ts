@@ -80,7 +80,8 @@ describe("a tiny fapes run", () => {
       expect(run.loans.itemsRedone, what).toBe(0);
       // Loans and lists are checked disjoint at every loan step and every return (the run throws otherwise).
       if (run.policy !== "no-loan") expect(run.loans.invariantChecks, what).toBeGreaterThan(0);
-      for (const u of [run.busyUtilisation, run.allocatedUtilisation]) {
+      expect(run.usefulUtilisation, what).toBeLessThanOrEqual(run.busyUtilisation + 1e-9);
+      for (const u of [run.busyUtilisation, run.usefulUtilisation, run.allocatedUtilisation]) {
         expect(u, what).toBeGreaterThanOrEqual(0);
         expect(u, what).toBeLessThanOrEqual(1);
       }

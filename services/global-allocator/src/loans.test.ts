@@ -181,6 +181,30 @@ describe("the allocator's loans", () => {
     expect(loans.jobOf("b3")).toBe("");
   });
 
+  it("shows the serving backends harvesting for a job, and runs a job its harvesters started without a loan", async () => {
+    const { loans, view, store } = setup();
+    await loans.submit(spec("h"), 0);
+    // Nothing to lend: every backend is inference's.
+    const busy = view({ free: [], demand: 6, inUse: 6 });
+    await loans.step(1_000, busy);
+    expect(loans.get("h").state).toBe(control.JobState.JOB_STATE_QUEUED);
+    loans.onBackendReport("b1", { service: "svc", harvestJob: "h", state: B.BACKEND_STATE_WARM_IDLE });
+    loans.onBackendReport("b2", { service: "svc", harvestJob: "h", state: B.BACKEND_STATE_BUSY });
+    store.progressOf.set("h", { done: 3, pending: 96, inFlight: 1 });
+    await loans.step(2_000, busy);
+    const h = loans.get("h");
+    expect(h.harvesting).toEqual(["b1", "b2"]);
+    expect(h.backends).toEqual([]);
+    expect(h.state).toBe(control.JobState.JOB_STATE_RUNNING);
+    expect(Number(h.startedAtUnixMs)).toBe(2_000);
+    expect(store.records.get("h")?.job.harvesting).toEqual(["b1", "b2"]);
+    // One stops harvesting, one leaves the cluster.
+    loans.onBackendReport("b1", { service: "svc", harvestJob: "", state: B.BACKEND_STATE_BUSY });
+    await loans.step(3_000, view({ ...busy, live: ["b1", "b3", "b4", "b5", "b6"] }));
+    expect(loans.get("h").harvesting).toEqual([]);
+    expect(store.records.get("h")?.job.harvesting).toEqual([]);
+  });
+
   it("serves jobs by priority, and cancels one", async () => {
     const { loans, view, assigned } = setup();
     await loans.submit(spec("low", { maxBackends: 3 }), 0);

@@ -112,6 +112,8 @@ const finished = (state: control.JobState) => state === S.JOB_STATE_SUCCEEDED ||
 export class LoanManager {
   private readonly jobs = new Map<string, JobRecord>();
   private readonly loans = new Map<string, Loan>();
+  /** Serving backends harvesting for a job, as their last heartbeat said. */
+  private readonly harvesters = new Map<string, string>();
   private readonly headroom: HeadroomLearner;
   private readonly hold: PeakWindow;
   /** The `floors` rule's per-service floors (the hold is theirs, per service). */
@@ -224,6 +226,14 @@ export class LoanManager {
 
   /** A backend's heartbeat: whether it took its loan, let go of it, and its item counts. */
   onBackendReport(id: string, report: backend.BackendReport.$Properties): void {
+    const harvest = report.harvestJob ?? "";
+    const before = this.harvesters.get(id) ?? "";
+    if (harvest !== before) {
+      if (harvest) this.harvesters.set(id, harvest);
+      else this.harvesters.delete(id);
+      this.touch(before);
+      this.touch(harvest);
+    }
     const loan = this.loans.get(id);
     if (report.job) {
       const r = this.jobs.get(report.job);
@@ -285,6 +295,11 @@ export class LoanManager {
    */
   async step(now: number, view: LoanView): Promise<number> {
     const live = new Set(view.live);
+    for (const [id, job] of [...this.harvesters])
+      if (!live.has(id)) {
+        this.harvesters.delete(id);
+        this.touch(job);
+      }
     for (const [id, loan] of [...this.loans]) {
       if (!live.has(id)) {
         this.loans.delete(id);
@@ -426,6 +441,12 @@ export class LoanManager {
           r.job.itemsDone = p.done;
           r.dirty = true;
         }
+        // Harvesting backends may start a job no loan has: it runs once its items do.
+        if (r.job.state === S.JOB_STATE_QUEUED && (p.done > 0 || p.inFlight > 0)) {
+          r.job.state = S.JOB_STATE_RUNNING;
+          r.job.startedAtUnixMs = now;
+          r.dirty = true;
+        }
         const items = r.job.spec?.items ?? 0;
         if (p.done >= items) {
           r.job.state = S.JOB_STATE_SUCCEEDED;
@@ -451,8 +472,12 @@ export class LoanManager {
       .filter(([, l]) => l.job === name && Number.isNaN(l.returningSince))
       .map(([id]) => id)
       .sort();
+    const harvesting = [...this.harvesters]
+      .filter(([, job]) => job === name)
+      .map(([id]) => id)
+      .sort();
     const redone = [...r.redone.values()].reduce((a, b) => a + b, 0);
-    return control.BestEffortJob.create({ ...r.job, backends, itemsRedone: Math.max(r.job.itemsRedone, redone) });
+    return control.BestEffortJob.create({ ...r.job, backends, harvesting, itemsRedone: Math.max(r.job.itemsRedone, redone) });
   }
 
   private async flush(r: JobRecord): Promise<void> {
