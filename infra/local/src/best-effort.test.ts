@@ -24,8 +24,24 @@ describe("the local cluster's best-effort job summary", () => {
       completedAtS: 11,
       mostBackends: 3,
       backendsOverTime: [3, 1, 0],
+      mostHarvesting: 0,
     });
     expect(renderJob(j)).toContain("succeeded, 100/100 items, 0 redone, 1 preemptions");
+  });
+
+  it("says how many serving backends harvested for it", () => {
+    const j = summarizeJob(
+      "batch-1",
+      10,
+      [
+        { atMs: 1_000, state: S.JOB_STATE_RUNNING, done: 2, backends: 0, harvesting: 2, preemptions: 0, redone: 0 },
+        { atMs: 2_000, state: S.JOB_STATE_SUCCEEDED, done: 10, backends: 0, harvesting: 1, preemptions: 0, redone: 0 },
+      ],
+      0,
+    );
+    expect(j.mostHarvesting).toBe(2);
+    expect(j.startedAtS).toBe(1);
+    expect(renderJob(j)).toContain("at most 2 serving backends harvesting");
   });
 
   it("reports a job that never started", () => {

@@ -20,6 +20,8 @@ export interface JobSample {
   state: control.JobState;
   done: number;
   backends: number;
+  /** Serving backends harvesting for it (--harvest). */
+  harvesting?: number;
   preemptions: number;
   redone: number;
 }
@@ -37,6 +39,8 @@ export interface JobSummary {
   mostBackends: number;
   /** Backends held, per 5 s of the run. */
   backendsOverTime: number[];
+  /** The most serving backends harvesting for it at once. */
+  mostHarvesting: number;
 }
 
 /** Submits the job and follows it through the allocator's admin API once a second. */
@@ -67,6 +71,7 @@ export class BestEffortWatch {
             state: j.state ?? control.JobState.JOB_STATE_UNSPECIFIED,
             done: j.itemsDone ?? 0,
             backends: j.backends?.length ?? 0,
+            harvesting: j.harvesting?.length ?? 0,
             preemptions: j.preemptions ?? 0,
             redone: j.itemsRedone ?? 0,
           }),
@@ -107,6 +112,7 @@ export function summarizeJob(name: string, items: number, samples: readonly JobS
     completedAtS: completed ? seconds(completed.atMs) : null,
     mostBackends: samples.reduce((m, s) => Math.max(m, s.backends), 0),
     backendsOverTime: Array.from(perFive, (x) => x ?? 0),
+    mostHarvesting: samples.reduce((m, s) => Math.max(m, s.harvesting ?? 0), 0),
   };
 }
 
@@ -115,5 +121,6 @@ export function renderJob(j: JobSummary): string {
     `best-effort job ${j.name}: ${j.state}, ${j.itemsDone}/${j.items} items, ${j.itemsRedone} redone, ${j.preemptions} preemptions`,
     `  started ${j.startedAtS === null ? "never" : `at ${j.startedAtS} s`}, ${j.completedAtS === null ? "not completed" : `completed at ${j.completedAtS} s`}, at most ${j.mostBackends} backends`,
     `  backends held per 5 s: ${j.backendsOverTime.join(" ")}`,
+    ...(j.mostHarvesting > 0 ? [`  at most ${j.mostHarvesting} serving backends harvesting their idle time for it`] : []),
   ].join("\n");
 }

@@ -87,6 +87,8 @@ export interface ClusterShape {
   frontends: number;
   policy: ScalingPolicy;
   idleTimeoutMs: number;
+  /** Backends harvest their idle time for best-effort jobs (--harvest). */
+  harvest?: boolean;
   logLevel: string;
   runDir: string;
   /** Port of the live web console (0: any free port). */
@@ -171,6 +173,7 @@ export function serviceEnv(
         ...common,
         INFERGRID_IDLE_TIMEOUT_MS: String(shape.policy === "fixed-peak" ? 86_400_000 : shape.idleTimeoutMs),
         INFERGRID_T_SETUP_MS: String(DEMO_TIMING.tSetupMs),
+        ...(shape.harvest ? { INFERGRID_HARVEST: "true" } : {}),
       };
     case "frontend":
       return {

@@ -189,6 +189,7 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
         frontends: options.frontends,
         policy: options.policy,
         idleTimeoutMs: options.idleTimeoutMs,
+        harvest: options.harvest,
         logLevel: options.logLevel,
         runDir,
         consolePort: options.consolePort,
@@ -328,7 +329,9 @@ async function run(options: Options, interrupts: Interrupts): Promise<number> {
     if (bestEffort && !interrupts.interrupted) {
       const spec = bestEffortSpec(options.bestEffortItems, backendCount(options, kairos, themis) || 16);
       await bestEffort.submit(spec);
-      say(`submitted best-effort job ${spec.name} (${spec.items} items); it runs on the backends inference lends`);
+      say(
+        `submitted best-effort job ${spec.name} (${spec.items} items); it runs on the backends inference lends${options.harvest ? " and in the serving backends' idle time" : ""}`,
+      );
     }
     if (!interrupts.interrupted) {
       say("load running");
@@ -471,6 +474,7 @@ function shapeOf(options: Options) {
     frontends: options.frontends,
     policy: options.policy,
     idleTimeoutMs: options.idleTimeoutMs,
+    harvest: options.harvest,
     logLevel: options.logLevel,
     runDir: "",
     consolePort: 0,

@@ -42,6 +42,8 @@ export interface Options {
   profiles: string | undefined;
   /** A best-effort job of this many items submitted beside the load (FaPES: it runs on backends inference lends); 0: none. */
   bestEffortItems: number;
+  /** Backends run best-effort items in their idle time while serving (--harvest). */
+  harvest: boolean;
   /** Vertical-scaling mode: the measured model whose fitted Themis profile the one service follows, or undefined. */
   themis: string | undefined;
   /** With --themis: the load before and after the step, req/s (--peak-rps is the step's rate). */
@@ -226,6 +228,10 @@ export function buildProgram(): Command {
       0,
     )
     .option(
+      "--harvest",
+      "backends also run best-effort items in their idle time while they serve, in a second process stopped whenever a request computes (with --best-effort-items)",
+    )
+    .option(
       "--themis <model>",
       `vertical-scaling mode: one emulated service following Themis's latency profile of this measured model (resnet18, resnet34, mobilenet_v3_small), fitted to --profiles; the allocator's Themis controller resizes its backends in place and sizes its list, its local pool starts backends; load steps from --base-rps to --peak-rps (default ${THEMIS_DEFAULTS.baseRps} -> ${THEMIS_DEFAULTS.stepRps}) at --step-at for --step-for seconds (--duration default ${THEMIS_DEFAULTS.durationS} s)`,
     )
@@ -279,6 +285,7 @@ interface RawOptions {
   profiles?: string;
   themis?: string;
   bestEffortItems: number;
+  harvest?: boolean;
   baseRps: number;
   stepAt: number;
   stepFor: number;
@@ -370,6 +377,7 @@ export function parseOptions(argv: readonly string[], output?: { writeOut(s: str
     profiles: raw.profiles,
     themis: raw.themis,
     bestEffortItems: raw.bestEffortItems,
+    harvest: raw.harvest ?? false,
     baseRps: raw.baseRps,
     stepAtS: raw.stepAt,
     stepForS: raw.stepFor,

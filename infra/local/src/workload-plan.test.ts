@@ -41,6 +41,7 @@ const base: Options = {
   profiles: undefined,
   themis: undefined,
   bestEffortItems: 0,
+  harvest: false,
   baseRps: 5,
   stepAtS: 10,
   stepForS: 20,
