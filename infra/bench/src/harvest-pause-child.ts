@@ -8,6 +8,7 @@
  *   node harvest-pause-child.js inference | best-effort <batch>
  */
 // infra/bench does not depend on @infergrid/models as a package; its built output is used as the backend worker runs it.
+import { HarvestGate } from "@infergrid/fapes";
 import { createModelRuntime, type ModelRuntime, type TensorValue } from "@infergrid/models";
 import { processCpuMs, selfCpuMs } from "./cpu-meter.js";
 
@@ -158,31 +159,43 @@ async function inference(): Promise<void> {
         done({ ...result, stops, conts });
       };
 
-      const resume = () => {
+      // The system's own gate decides when the best-effort process stops and continues (no item is ever given up here).
+      const gated = r.pause && be !== null;
+      const gate = new HarvestGate(performance.now(), { resumeAfterMs: r.resumeAfterMs, abandonAfterMs: Number.MAX_SAFE_INTEGER });
+      const check = () => {
         resumeTimer = undefined;
-        if (busy || queue.length > 0 || !stopped || be === null) return;
-        process.kill(be, "SIGCONT");
-        stopped = false;
-        conts++;
+        if (gate.check(performance.now()) === "resume" && be !== null) {
+          process.kill(be, "SIGCONT");
+          stopped = false;
+          conts++;
+        }
+        schedule();
+      };
+      const schedule = () => {
+        clearTimeout(resumeTimer);
+        const due = gate.nextCheckMs();
+        resumeTimer =
+          due === undefined || due >= Number.MAX_SAFE_INTEGER ? undefined : setTimeout(check, Math.max(0, due - performance.now()));
       };
 
       const startNext = () => {
         const arrived = queue.shift();
         if (arrived === undefined) {
-          if (r.pause && stopped && resumeTimer === undefined) resumeTimer = setTimeout(resume, r.resumeAfterMs);
           finishIfDone();
           return;
         }
         busy = true;
-        clearTimeout(resumeTimer);
-        resumeTimer = undefined;
-        if (r.pause && be !== null && !stopped) {
+        if (gated && gate.computeStarts(performance.now())) {
           process.kill(be, "SIGSTOP");
           stopped = true;
           stops++;
         }
         model.infer(inputs).then((answer) => {
           busy = false;
+          if (gated) {
+            gate.computeEnds(performance.now());
+            schedule();
+          }
           if (arrived >= measureFrom) {
             latenciesMs.push(performance.now() - arrived);
             computeMs.push(answer.computeMs);

@@ -11,9 +11,8 @@ import type { JobProgress } from "@infergrid/control-plane";
 import type { Random } from "@infergrid/core";
 import { HARVEST_DEFAULTS, HarvestGate, type HarvestJob, type HarvestOptions, harvestJob } from "@infergrid/fapes";
 import { control } from "@infergrid/proto";
-import type { Logger } from "@infergrid/runtime";
 import type { PausableRuntime } from "./child-runtime.js";
-import { type ItemOutcome, type JobItems, JobRunner } from "./job-runner.js";
+import { type JobItems, JobRunner, type JobRunnerOptions } from "./job-runner.js";
 
 /** The part of the job store harvesting reads (JobStore in production). */
 export interface HarvestStore extends JobItems {
@@ -21,20 +20,17 @@ export interface HarvestStore extends JobItems {
   progress(name: string): Promise<JobProgress>;
 }
 
-export interface HarvesterOptions {
-  backendId: string;
+/** A loaned backend's runner options it shares, and what harvesting adds. */
+export interface HarvesterOptions
+  extends Pick<JobRunnerOptions, "backendId" | "logger" | "nominalItemMs" | "claimWaitMs" | "now" | "onItem"> {
   store: HarvestStore;
-  logger: Logger;
+  /** The job's model in a process it can stop (child-runtime.ts). */
   createRuntime(model: control.ModelSpec.$Properties | null | undefined, random: Random): PausableRuntime;
-  nominalItemMs(spec: control.BestEffortJobSpec.$Properties): number;
   /** Whether the backend serves a service now with its model loaded (warm): only then may it harvest. */
   serving(): boolean;
   gate?: HarvestOptions;
   /** How often it looks for a job, and whether it still serves (default 2000 ms). */
   pollMs?: number;
-  claimWaitMs?: number;
-  now?: () => number;
-  onItem?(job: string, outcome: ItemOutcome, wallMs: number): void;
 }
 
 const RUNNING = new Set([control.JobState.JOB_STATE_QUEUED, control.JobState.JOB_STATE_RUNNING]);
