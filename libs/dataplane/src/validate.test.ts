@@ -1,7 +1,7 @@
-import { decodeRoutedInfer, inference } from "@infergrid/proto";
+import { decodeRoutedInfer, inference, ROUTED_INPUTS_KEPT } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
 import { effectiveDeadline } from "./deadline.js";
-import { inputsProblem, MAX_ELEMENTS, routedRequestProblem, tensorProblem } from "./validate.js";
+import { inputsProblem, MAX_ELEMENTS, MAX_INPUTS, routedRequestProblem, tensorProblem } from "./validate.js";
 
 const routed = (req: inference.InferRequest.$Properties) =>
   routedRequestProblem(decodeRoutedInfer(inference.InferRequest.encode(req).finish()));
@@ -24,6 +24,18 @@ describe("request validation", () => {
 });
 
 describe("a routed request's check (broker and frontend: the form, not the values)", () => {
+  it("keeps more input entries than it ever accepts, and counts the rest", () => {
+    expect(MAX_INPUTS).toBeLessThan(ROUTED_INPUTS_KEPT);
+    const many = decodeRoutedInfer(
+      inference.InferRequest.encode({
+        service: "a",
+        inputs: Object.fromEntries(Array.from({ length: ROUTED_INPUTS_KEPT + 7 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])),
+      }).finish(),
+    );
+    expect(many.inputs).toHaveLength(ROUTED_INPUTS_KEPT);
+    expect(many.inputsBeyond).toBe(7);
+  });
+
   it("gives the decoded check's messages for header and form, and the shapes when all is well", () => {
     const cases: Array<[inference.InferRequest.$Properties, string]> = [
       [{ service: "" }, "service is required"],
@@ -36,6 +48,11 @@ describe("a routed request's check (broker and frontend: the form, not the value
       [
         { service: "a", inputs: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])) },
         "65 inputs, at most 64",
+      ],
+      // Beyond the entries a routed request keeps, the rest are counted, not read: the count is still exact.
+      [
+        { service: "a", inputs: Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])) },
+        "10000 inputs, at most 64",
       ],
     ];
     for (const [c, problem] of cases) expect(routed(c)).toEqual({ problem });

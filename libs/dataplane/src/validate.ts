@@ -95,7 +95,7 @@ export function routedRequestProblem(req: RoutedInferRequest): { problem: string
   const header = headerProblem(req.service, req.requestId, req.deadlineUnixMs);
   if (header) return { problem: header };
   // Counted before anything is read: entries on the wire, duplicates included.
-  const many = tooManyInputs(req.inputs.length);
+  const many = tooManyInputs(req.inputs.length + (req.inputsBeyond ?? 0));
   if (many) return { problem: many };
   const read = inputShapes(req.inputs);
   if (!read.ok) return { problem: read.error };

@@ -271,11 +271,12 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
       (await call(AllocatorAdminDefinition.GetClusterState, {})).freeBackends === 1 ? true : undefined,
     );
     fakes.silence("be-04");
+    // Removal and replacement may be two writes a control step apart: wait for the list to be whole again.
     const resnet = await eventually(
       "be-04 replaced",
       async () => {
         const l = await listOf("resnet");
-        return l.includes("be-04") ? undefined : l;
+        return l.includes("be-04") || l.length < 3 ? undefined : l;
       },
       TTL_MS * 4,
     );
