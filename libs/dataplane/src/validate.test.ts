@@ -34,6 +34,14 @@ describe("a routed request's check (broker and frontend: the form, not the value
     );
     expect(many.inputs).toHaveLength(ROUTED_INPUTS_KEPT);
     expect(many.inputsBeyond).toBe(7);
+    // Fields after the counted entries are still read, and bytes cut short among them are refused, not counted.
+    const bytes = inference.InferRequest.encode({
+      service: "a",
+      inputs: Object.fromEntries(Array.from({ length: ROUTED_INPUTS_KEPT + 3 }, (_, i) => [`x${i}`, { dims: [1], data: [1] }])),
+    }).finish();
+    const after = new Uint8Array([...bytes, ...inference.InferRequest.encode({ requestId: "late" }).finish()]);
+    expect(decodeRoutedInfer(after)).toMatchObject({ requestId: "late", inputsBeyond: 3 });
+    expect(decodeRoutedInfer(bytes.subarray(0, bytes.length - 2)).undecodable).toMatch(/not a valid InferRequest/);
   });
 
   it("gives the decoded check's messages for header and form, and the shapes when all is well", () => {
