@@ -106,10 +106,9 @@ export class Harvester {
       this.runnable = new Promise((resolve) => {
         this.allowRun = resolve;
       });
-      if (this.runtime?.pid !== undefined) {
-        this.runtime.pause();
-        this.stops++;
-      }
+      // Paused even before its process exists: a process started while stopped starts stopped.
+      if (this.runtime?.pid !== undefined) this.stops++;
+      this.runtime?.pause();
     }
     this.scheduleCheck();
   }
