@@ -201,9 +201,7 @@ interface JobState {
   done: Uint8Array;
   doneCount: number;
   held: Set<number>;
-  /** Warm inference backends harvesting for the job. */
-  harvesting: number;
-  /** Of those, the ones with an item (running or stopped). */
+  /** Its items that harvesting backends hold (running or stopped). */
   harvestItems: number;
   startedAtMs?: number;
   doneAtMs?: number;
@@ -295,7 +293,6 @@ export class FapesLoans implements LoanHook {
         done: new Uint8Array(spec.items),
         doneCount: 0,
         held: new Set<number>(),
-        harvesting: 0,
         harvestItems: 0,
         preemptions: 0,
       };
@@ -717,7 +714,6 @@ export class FapesLoans implements LoanHook {
     const job = this.byName.get(name) as number;
     const j = this.jobs[job] as JobState;
     this.hJob[b] = job;
-    j.harvesting++;
     j.startedAtMs ??= now;
     // The job's process starts beside the inference model: its container and model, as a loan's.
     this.hReadyAt[b] = now + this.stream.launchMs;
@@ -796,7 +792,6 @@ export class FapesLoans implements LoanHook {
       this.stats.itemsAbandoned++;
       this.stats.harvestItemsAbandoned++;
     }
-    j.harvesting--;
     this.hJob[b] = -1;
     this.hItem[b] = -1;
     this.hRunSince[b] = Number.NaN;
