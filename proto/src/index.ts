@@ -6,7 +6,7 @@
 import "./numbers-not-longs.js";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { infergrid } from "./gen/messages.js";
-import { decodeExecuteRequest } from "./routed.js";
+import { executeRequestDeserialize } from "./routed.js";
 
 export import inference = infergrid.inference.v1;
 export import backend = infergrid.backend.v1;
@@ -71,12 +71,12 @@ export const BackendServiceDefinition = {
 
 /**
  * BackendService as a backend serves it: Execute's tensors decode straight into Float32Arrays
- * (`decodeExecuteRequest`), and bytes that are not an ExecuteRequest reach the handler (INVALID_ARGUMENT)
+ * (`decodeExecuteRequest`; on the direct path into arrays lent for the call, `executeRequestDeserialize`), and bytes that are not an ExecuteRequest reach the handler (INVALID_ARGUMENT)
  * instead of failing in grpc-js (INTERNAL). Clients use BackendServiceDefinition; the wire is the same.
  */
 export const BackendServingDefinition = {
   ...BackendServiceDefinition,
-  Execute: { ...BackendServiceDefinition.Execute, requestDeserialize: (b: Buffer) => decodeExecuteRequest(b) },
+  Execute: { ...BackendServiceDefinition.Execute, requestDeserialize: executeRequestDeserialize },
 } satisfies ServiceDefinition;
 
 const adminPath = "infergrid.admin.v1.AllocatorAdmin";

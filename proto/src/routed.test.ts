@@ -10,6 +10,7 @@ import {
   encodeRoutedInfer,
   encodeRoutedInferResponse,
   entryShape,
+  executeRequestDeserialize,
   inputShapes,
 } from "./routed.js";
 
@@ -220,6 +221,23 @@ describe("routed messages: tensors forwarded as the bytes they came as", () => {
     w.ldelim().ldelim();
     expect(Array.from(decodeExecuteRequest(w.finish()).inputs.x?.data ?? [])).toEqual([1.5, 2.5, -3]);
     expect(decodeExecuteRequest(Uint8Array.from([0x22, 0x7f])).undecodable).toMatch(/not a valid ExecuteRequest/);
+    // Lent arrays: the values land in what floatsFor gave, for one packed run and for runs put together.
+    const lent: Float32Array[] = [];
+    const floatsFor = (n: number) => {
+      const a = new Float32Array(new ArrayBuffer(4 * n + 64), 16, n).fill(Number.NaN);
+      lent.push(a);
+      return a;
+    };
+    const packed = executeRequestDeserialize.withScratch(
+      Buffer.from(backend.ExecuteRequest.encode({ service: "s", inputs: { x: { dims: [3], data: [1, 2, 3] } } }).finish()),
+      floatsFor,
+    );
+    expect(packed.inputs.x?.data).toBe(lent[0]);
+    expect(Array.from(lent[0] ?? [])).toEqual([1, 2, 3]);
+    const split = executeRequestDeserialize.withScratch(Buffer.from(w.finish()), floatsFor);
+    expect(split.inputs.x?.data).toBe(lent.at(-1));
+    expect(Array.from(split.inputs.x?.data ?? [])).toEqual([1.5, 2.5, -3]);
+    expect(Array.from(executeRequestDeserialize(Buffer.from(w.finish())).inputs.x?.data ?? [])).toEqual([1.5, 2.5, -3]);
   });
 
   it("skips fields it does not know, as a generated decoder does", () => {

@@ -264,6 +264,26 @@ export function isChunked<T>(serialize: (message: T) => Buffer): serialize is Ch
   return typeof (serialize as Partial<ChunkedSerialize<T>>).chunks === "function";
 }
 
+/**
+ * A request deserializer that can also decode tensors' values into arrays its server lends for the call, given
+ * back once the call is answered (runtime's unary-direct.ts): for handlers whose request does not outlive their
+ * answer. A 588 KiB image decoded into a fresh array on every request is memory outside V8's heap, which starts
+ * its full collections (the body pool's reason, buffer-pool.ts).
+ */
+export interface ScratchDeserialize<T> {
+  (bytes: Buffer): T;
+  withScratch(bytes: Buffer, floatsFor: FloatsFor): T;
+}
+
+export function hasScratch<T>(deserialize: (bytes: Buffer) => T): deserialize is ScratchDeserialize<T> {
+  return typeof (deserialize as Partial<ScratchDeserialize<T>>).withScratch === "function";
+}
+
+/** ExecuteRequest's deserializer for the backend, lent arrays or not. */
+export const executeRequestDeserialize: ScratchDeserialize<DecodedExecuteRequest> = Object.assign((b: Buffer) => decodeExecuteRequest(b), {
+  withScratch: (b: Buffer, floatsFor: FloatsFor) => decodeExecuteRequest(b, floatsFor),
+});
+
 function chunked<T>(writer: (message: T) => ExactWriter): ChunkedSerialize<T> {
   return Object.assign((m: T) => writer(m).finish(), { chunks: (m: T) => writer(m).chunks() });
 }
@@ -432,11 +452,16 @@ export interface DecodedExecuteRequest {
 
 const LITTLE_ENDIAN = endianness() === "LE";
 
-/** Packed float32 values (little-endian on the wire) into a new Float32Array. */
-function floatsOf(bytes: Uint8Array): Float32Array {
+/** Where a decoded tensor's values go: a Float32Array of `count` values, its contents to be overwritten. */
+export type FloatsFor = (count: number) => Float32Array;
+
+const freshFloats: FloatsFor = (count) => new Float32Array(count);
+
+/** Packed float32 values (little-endian on the wire) into an array from `floatsFor`. */
+function floatsOf(bytes: Uint8Array, floatsFor: FloatsFor): Float32Array {
   const n = bytes.length / 4;
-  const out = new Float32Array(n);
-  if (LITTLE_ENDIAN) new Uint8Array(out.buffer).set(bytes);
+  const out = floatsFor(n);
+  if (LITTLE_ENDIAN) new Uint8Array(out.buffer, out.byteOffset, bytes.length).set(bytes);
   else {
     const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     for (let i = 0; i < n; i++) out[i] = v.getFloat32(4 * i, true);
@@ -444,15 +469,17 @@ function floatsOf(bytes: Uint8Array): Float32Array {
   return out;
 }
 
-function decodeTensor(r: protobuf.Reader, bytes: Uint8Array): DecodedTensor {
+function decodeTensor(r: protobuf.Reader, bytes: Uint8Array, floatsFor: FloatsFor): DecodedTensor {
   const chunks: Float32Array[] = [];
   const t: DecodedTensor = {
-    ...readTensor(r, bytes, (packed, one) => chunks.push(packed ? floatsOf(packed) : Float32Array.of(one))),
+    ...readTensor(r, bytes, (packed, one) => chunks.push(packed ? floatsOf(packed, floatsFor) : Float32Array.of(one))),
     data: new Float32Array(),
   };
+  // One packed run (what every encoder writes) is decoded straight where the caller wants it; values written one
+  // by one or in several runs are put together there.
   if (chunks.length === 1) t.data = chunks[0] ?? t.data;
   else if (chunks.length > 1) {
-    t.data = new Float32Array(chunks.reduce((n, c) => n + c.length, 0));
+    t.data = floatsFor(chunks.reduce((n, c) => n + c.length, 0));
     let at = 0;
     for (const c of chunks) {
       t.data.set(c, at);
@@ -463,7 +490,7 @@ function decodeTensor(r: protobuf.Reader, bytes: Uint8Array): DecodedTensor {
 }
 
 /** Never throws: bytes that are not an ExecuteRequest come back with `undecodable` set. */
-export function decodeExecuteRequest(bytes: Uint8Array): DecodedExecuteRequest {
+export function decodeExecuteRequest(bytes: Uint8Array, floatsFor: FloatsFor = freshFloats): DecodedExecuteRequest {
   const out: DecodedExecuteRequest = { service: "", requestId: "", frontendId: "", inputs: {}, attempt: 0, holdId: "", deadlineUnixMs: 0 };
   try {
     const r = Reader.create(bytes);
@@ -474,7 +501,7 @@ export function decodeExecuteRequest(bytes: Uint8Array): DecodedExecuteRequest {
       else if (field === 4 && wt === LEN) {
         const end = r.size() + r.pos;
         if (end > r.len) throw new RangeError("an input runs past the end of the message");
-        const { name, value } = readEntry(r, end, () => decodeTensor(r, bytes));
+        const { name, value } = readEntry(r, end, () => decodeTensor(r, bytes, floatsFor));
         out.inputs[name] = value;
       } else if (field === 5 && wt === VARINT) out.attempt = r.uint32();
       else if (field === 6 && wt === LEN) out.holdId = r.string();

@@ -1,5 +1,6 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
 import { inputShapes, type RoutedInferRequest, type TensorShape } from "@infergrid/proto";
+import { firstNonFinite } from "./finite-values.js";
 
 const MAX_DIMS = 8;
 /**
@@ -52,10 +53,8 @@ export function tensorProblem(name: string, t: TensorInput | null | undefined): 
   const data: ArrayLike<number> = t.data ?? [];
   const shape = shapeProblem(name, { dtype: t.dtype ?? "", dims: (t.dims ?? []).map(Number), values: data.length });
   if (shape) return shape;
-  for (let i = 0; i < data.length; i++) {
-    if (!Number.isFinite(data[i])) return `input ${JSON.stringify(name)}: value ${i} is not a finite number`;
-  }
-  return undefined;
+  const bad = firstNonFinite(data);
+  return bad < 0 ? undefined : `input ${JSON.stringify(name)}: value ${bad} is not a finite number`;
 }
 
 function tooManyInputs(n: number): string | undefined {

@@ -1,4 +1,5 @@
 import http2 from "node:http2";
+import { backend, type DecodedExecuteRequest, executeRequestDeserialize } from "@infergrid/proto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bytesMethod } from "./bytes-method.js";
 import { type GrpcServerHandle, grpc, startGrpcServer, statusOf } from "./grpc.js";
@@ -45,13 +46,40 @@ const handlers: Record<string, grpc.handleUnaryCall<Buffer, Buffer>> = {
   },
 };
 
+/** The backend's Execute as it decodes (lent arrays on the direct path), answering with what its handler saw. */
+const Tensor: grpc.MethodDefinition<backend.ExecuteRequest.$Properties, Buffer> = {
+  path: "/test.Direct/Tensor",
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: (m) => Buffer.from(backend.ExecuteRequest.encode(m).finish()),
+  requestDeserialize: executeRequestDeserialize as unknown as (b: Buffer) => backend.ExecuteRequest.$Properties,
+  responseSerialize: (b) => b,
+  responseDeserialize: (b) => b,
+};
+/**
+ * Holds its tensor while other calls arrive, then answers "<first value> <intact> <lent>": whether every value is
+ * still its first, and whether the array is a view of a larger (pooled) buffer.
+ */
+const tensorHandler: grpc.handleUnaryCall<DecodedExecuteRequest, Buffer> = (call, cb) => {
+  const data = call.request.inputs.x?.data ?? new Float32Array();
+  setTimeout(() => {
+    const first = data[0] ?? Number.NaN;
+    const intact = data.every((v) => v === first);
+    const lent = data.byteLength < data.buffer.byteLength;
+    cb(null, Buffer.from(`${first} ${intact} ${lent}`));
+  }, 30);
+};
+
 function register(direct: boolean) {
   return (server: grpc.Server) => {
     const service = { Echo, Fail, Slow, Hold };
     server.addService(service, handlers);
-    if (direct)
+    server.addService({ Tensor }, { Tensor: tensorHandler } as unknown as grpc.UntypedServiceImplementation);
+    if (direct) {
       for (const [name, m] of Object.entries(service))
         serveUnaryDirect(server, m, handlers[name] as grpc.handleUnaryCall<Buffer, Buffer>, { pooled: true });
+      serveUnaryDirect(server, Tensor as unknown as grpc.MethodDefinition<DecodedExecuteRequest, Buffer>, tensorHandler, { pooled: true });
+    }
   };
 }
 
@@ -336,6 +364,30 @@ describe("pooled bodies", () => {
     } finally {
       session.destroy();
     }
+  });
+
+  it("lend a decoded tensor its values, not reused while its call runs, and fresh arrays on grpc-js's path", async () => {
+    const call = (server: GrpcServerHandle, fill: number, values: number) =>
+      new Promise<string>((resolve, reject) =>
+        client(server, "h2").makeUnaryRequest(
+          Tensor.path,
+          Tensor.requestSerialize,
+          Tensor.responseDeserialize,
+          { service: "s", inputs: { x: { dims: [values], data: new Array<number>(values).fill(fill) } } },
+          new grpc.Metadata(),
+          { deadline: Date.now() + 5_000 },
+          (err, value) => (err ? reject(err) : resolve(String(value))),
+        ),
+      );
+    const image = 3 * 224 * 224;
+    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => call(direct, i + 0.5, image - i)));
+    expect(answers).toEqual(answers.map((_, i) => `${i + 0.5} true true`));
+    // Below the pooled size, and on grpc-js's server: arrays of their own.
+    expect(await call(direct, 2.5, 1000)).toBe("2.5 true false");
+    expect(await call(grpcJs, 3.5, image)).toBe("3.5 true false");
+    const before = unaryDirectPoolStats().allocations;
+    for (let i = 0; i < 10; i++) expect(await call(direct, 4.5, image)).toBe("4.5 true true");
+    expect(unaryDirectPoolStats().allocations - before).toBe(0);
   });
 
   it("are reused: sequential image-sized calls allocate no new buffer", async () => {

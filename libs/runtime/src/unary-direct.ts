@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import http2 from "node:http2";
 import { TLSSocket } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
-import { isChunked } from "@infergrid/proto";
+import { hasScratch, isChunked } from "@infergrid/proto";
 import { BufferPool, type PooledBuffer } from "./buffer-pool.js";
 
 /**
@@ -21,7 +21,9 @@ export interface UnaryDirectOptions {
   /**
    * The request's bytes go back to the pool once the call is over: only for methods whose request, and what
    * the handler derives from it, does not outlive the call (the routed hops forward views of it and answer with
-   * what the next hop sent; the backend decodes it into arrays of its own).
+   * what the next hop sent). A method whose deserializer can decode into lent arrays (proto's `hasScratch`: the
+   * backend's Execute) is lent them from the same pool, given back with the body: the handler must not answer
+   * before it, and what it hands the tensors to (the model), is done with them.
    */
   pooled: boolean;
   /**
@@ -173,6 +175,8 @@ class DirectUnaryCall extends EventEmitter {
   private messages = 0;
   private handlerDone = true;
   private streamClosed = false;
+  /** Arrays lent to the deserializer, given back with the body. */
+  private lent: PooledBuffer[] = [];
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
@@ -310,9 +314,10 @@ class DirectUnaryCall extends EventEmitter {
       this.fail(grpc.status.UNIMPLEMENTED, `Received no request message for server streaming method ${this.claim.method.path}`);
       return;
     }
-    const body = this.bytes();
+    const body = this.bytes() ?? Buffer.alloc(0);
+    const deserialize = this.claim.method.requestDeserialize;
     try {
-      this.request = this.claim.method.requestDeserialize(body ?? Buffer.alloc(0));
+      this.request = this.claim.pooled && hasScratch(deserialize) ? deserialize.withScratch(body, this.lend) : deserialize(body);
     } catch {
       this.fail(grpc.status.INTERNAL, "Error deserializing request");
       return;
@@ -406,8 +411,23 @@ class DirectUnaryCall extends EventEmitter {
     if (this.handlerDone && this.streamClosed) this.release();
   }
 
+  /** Values of at least POOLED_BODY_BYTES come from the pool (smaller ones cost the collector little). */
+  private readonly lend = (count: number): Float32Array => {
+    if (count * 4 < POOLED_BODY_BYTES) return new Float32Array(count);
+    const lent = pool.take(count * 4);
+    // The pool's buffers start their own ArrayBuffers, so the view is aligned; checked all the same.
+    if (lent.bytes.byteOffset % 4 !== 0) {
+      lent.release();
+      return new Float32Array(count);
+    }
+    this.lent.push(lent);
+    return new Float32Array(lent.bytes.buffer, lent.bytes.byteOffset, count);
+  };
+
   private release(): void {
     this.unclaim();
+    for (const l of this.lent) l.release();
+    this.lent = [];
     this.parts = [];
     const b = this.body;
     this.body = undefined;

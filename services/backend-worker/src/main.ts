@@ -229,8 +229,10 @@ await runService("backend-worker", backendConfig, async (ctx) => {
           ),
         },
         logger,
-        // Served on the direct path too, bodies pooled: a request keeps nothing of its bytes once decoded (routed.ts
-        // decodeExecuteRequest copies tensors into Float32Arrays of their own; the other methods' requests are small).
+        // Served on the direct path too, bodies pooled: a request keeps nothing of its bytes once decoded, and
+        // Execute's tensors are decoded into arrays lent for the call (routed.ts executeRequestDeserialize): the
+        // handler answers only once the model is done with them (Worker.execute settles after the run, or after
+        // the request left a batch that had not started), and a batch is copied into arrays of its own.
         { pooled: true },
       ),
   });
