@@ -28,5 +28,7 @@ describe("closedLoop", () => {
     expect(r.errors).toBeGreaterThan(0);
     expect(r.errors).toBeLessThan(r.requests);
     expect(r.p50Ms).toBeGreaterThanOrEqual(5);
+    expect(r.meanMs).toBeGreaterThanOrEqual(5);
+    expect(r.meanMs).toBeLessThan(r.p99Ms + 1);
   });
 });

@@ -20,6 +20,7 @@ export interface LoopResult {
   perSecond: number;
   p50Ms: number;
   p99Ms: number;
+  meanMs: number;
 }
 
 /**
@@ -73,5 +74,6 @@ export async function closedLoop(
     perSecond: latencies.length / seconds,
     p50Ms: percentile(latencies, 0.5),
     p99Ms: percentile(latencies, 0.99),
+    meanMs: latencies.length > 0 ? latencies.reduce((a, b) => a + b, 0) / latencies.length : Number.NaN,
   };
 }

@@ -14,6 +14,7 @@ import { eventually, RegistryWriter, startNatsServer, startService } from "@infe
 import { Command } from "commander";
 import { closedLoop, type LoopResult } from "./closed-loop.js";
 import { CpuMeter, processCpuMs, selfCpuMs } from "./cpu-meter.js";
+import { type HistogramTotals, type HopTimes, histogramTotals, hopTimes, meanMsBetween } from "./hop-time.js";
 import { type OpenLoopResult, openLoop } from "./open-loop.js";
 
 /** Request payloads: a few floats; a token batch (8 sequences of 512 ids); a 224x224 RGB float32 image (588 KiB). */
@@ -106,6 +107,8 @@ interface Row {
   result: LoopResult;
   /** CPU µs per answered request, by process. */
   cpuUs: CpuUs;
+  /** Full path: where the mean request's time went. */
+  hops?: HopTimes;
 }
 
 type CpuUs = Record<(typeof PROCESSES)[number], number>;
@@ -116,9 +119,45 @@ function cpuPer(requests: number): CpuUs {
   return { client: per("client"), broker: per("broker"), frontend: per("frontend"), backend: per("backend") };
 }
 
+const DURATIONS = [
+  [broker, "infergrid_broker_request_duration_seconds"],
+  [frontend, "infergrid_frontend_request_duration_seconds"],
+] as const;
+
+/** The broker's and the frontend's duration histograms, now. */
+async function readDurations(): Promise<HistogramTotals[]> {
+  return Promise.all(
+    DURATIONS.map(async ([svc, name]) => histogramTotals(await (await fetch(`http://${svc.ready.metricsAddress}/metrics`)).text(), name)),
+  );
+}
+
 async function measure(payload: string, path: string, call: () => Promise<unknown>): Promise<Row> {
-  const result = await closedLoop(call, concurrency, warmupMs, durationMs, meter.window);
-  return { payload, path, result, cpuUs: cpuPer(result.requests) };
+  if (path === "backend directly") {
+    const result = await closedLoop(call, concurrency, warmupMs, durationMs, meter.window);
+    return { payload, path, result, cpuUs: cpuPer(result.requests) };
+  }
+  // The histograms are read as the window opens and closes (a read takes a few ms of the window).
+  let before: Promise<HistogramTotals[]> | undefined;
+  let after: Promise<HistogramTotals[]> | undefined;
+  const result = await closedLoop(call, concurrency, warmupMs, durationMs, {
+    onStart: () => {
+      meter.window.onStart();
+      before = readDurations();
+    },
+    onEnd: () => {
+      meter.window.onEnd();
+      after = readDurations();
+    },
+  });
+  const [b, a] = [await before, await after];
+  const [brokerMs, frontendMs] = [0, 1].map((i) => (b?.[i] && a?.[i] ? meanMsBetween(b[i], a[i]) : Number.NaN));
+  return {
+    payload,
+    path,
+    result,
+    cpuUs: cpuPer(result.requests),
+    hops: hopTimes(result.meanMs, brokerMs ?? Number.NaN, frontendMs ?? Number.NaN),
+  };
 }
 
 /** The open loop at `rate`, with each process's CPU per request sent. */
@@ -200,6 +239,17 @@ for (const payload of payloads) {
   console.log(
     `${payload} (${PAYLOADS[payload]?.describe}): full/direct throughput ${(f.result.perSecond / d.result.perSecond).toFixed(2)}x, ` +
       `p99 added ${(f.result.p99Ms - d.result.p99Ms).toFixed(1)} ms`,
+  );
+}
+console.log(
+  "\nwhere a full-path request's time goes (closed loop above, means, ms; from the broker's and the frontend's own duration histograms)",
+);
+console.log("| payload | client's mean | to the broker having it, and back | broker to frontend, and back | frontend, backend and back |");
+console.log("|---|---|---|---|---|");
+for (const r of rows) {
+  if (!r.hops) continue;
+  console.log(
+    `| ${r.payload} | ${num(r.result.meanMs, 1)} | ${num(r.hops.toBroker, 1)} | ${num(r.hops.brokerToFrontend, 1)} | ${num(r.hops.frontendAndBackend, 1)} |`,
   );
 }
 if (below.length > 0) {
