@@ -9,7 +9,7 @@
 
 import { resolve } from "node:path";
 import { BackendServiceDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
-import { createClient, unaryCall } from "@infergrid/runtime";
+import { bytesMethod, createClient, unaryCall } from "@infergrid/runtime";
 import { eventually, RegistryWriter, startNatsServer, startService } from "@infergrid/testkit";
 import { Command } from "commander";
 import { closedLoop, type LoopResult } from "./closed-loop.js";
@@ -36,6 +36,11 @@ const program = new Command()
     "after the closed loops, both paths at this fraction of the full path's measured throughput, open loop, for latency below saturation (0: skip)",
     "0.25",
   )
+  .option(
+    "--client-encoding <when>",
+    "each: the client encodes every request from JavaScript numbers (as in every run in docs/results.md before 2026-11-28); once: it encodes each payload's request once and sends those bytes (a load generator that costs about what sending costs)",
+    "each",
+  )
   .option("--service-node-args <args>", "extra node options for broker, frontend and backend, space-separated (e.g. V8 heap settings)", "")
   .parse();
 const opts = program.opts<{
@@ -46,7 +51,9 @@ const opts = program.opts<{
   cpuProf?: string;
   serviceNodeArgs: string;
   latencyLoad: string;
+  clientEncoding: string;
 }>();
+if (opts.clientEncoding !== "once" && opts.clientEncoding !== "each") program.error("--client-encoding must be once or each");
 const latencyLoad = Number(opts.latencyLoad);
 if (!(latencyLoad >= 0 && latencyLoad < 1)) program.error("--latency-load must be in [0, 1)");
 const durationMs = Number(opts.duration) * 1000;
@@ -189,15 +196,23 @@ try {
   );
   for (const payload of payloads) {
     const inputs = inputsOf(payload);
-    const direct = () =>
-      unaryCall(
-        backendClient,
-        BackendServiceDefinition.Execute,
-        { service: "zero", frontendId: "bench", inputs, attempt: 1 },
-        { deadline: Date.now() + 10_000 },
-      );
-    const full = () =>
-      unaryCall(brokerClient, InferenceServiceDefinition.Infer, { service: "zero", inputs }, { deadline: Date.now() + 10_000 });
+    const execute = { service: "zero", frontendId: "bench", inputs, attempt: 1 };
+    const infer = { service: "zero", inputs };
+    const deadline = () => ({ deadline: Date.now() + 10_000 });
+    let direct: () => Promise<unknown>;
+    let full: () => Promise<unknown>;
+    if (opts.clientEncoding === "once") {
+      // The same bytes the generated encoders write, encoded once: the servers see what they saw before.
+      const executeBytes = BackendServiceDefinition.Execute.requestSerialize(execute);
+      const inferBytes = InferenceServiceDefinition.Infer.requestSerialize(infer);
+      const executeRaw = bytesMethod(BackendServiceDefinition.Execute.path);
+      const inferRaw = bytesMethod(InferenceServiceDefinition.Infer.path);
+      direct = () => unaryCall(backendClient, executeRaw, executeBytes, deadline());
+      full = () => unaryCall(brokerClient, inferRaw, inferBytes, deadline());
+    } else {
+      direct = () => unaryCall(backendClient, BackendServiceDefinition.Execute, execute, deadline());
+      full = () => unaryCall(brokerClient, InferenceServiceDefinition.Infer, infer, deadline());
+    }
     rows.push(await measure(payload, "backend directly", direct));
     const saturated = await measure(payload, "broker -> frontend -> backend", full);
     rows.push(saturated);
