@@ -116,6 +116,8 @@ interface Row {
   cpuUs: CpuUs;
   /** Full path: where the mean request's time went. */
   hops?: HopTimes;
+  /** The share of the window the client's event loop was busy. */
+  clientBusy: number;
 }
 
 type CpuUs = Record<(typeof PROCESSES)[number], number>;
@@ -138,10 +140,34 @@ async function readDurations(): Promise<HistogramTotals[]> {
   );
 }
 
+/**
+ * How busy the client's event loop was over the last window: near 1, the single-threaded client is what bounds a
+ * closed loop's throughput, whatever the servers could do.
+ */
+let clientElu = performance.eventLoopUtilization();
+let clientBusy = Number.NaN;
+const clientWindow = {
+  onStart: () => {
+    clientElu = performance.eventLoopUtilization();
+  },
+  onEnd: () => {
+    clientBusy = performance.eventLoopUtilization(clientElu).utilization;
+  },
+};
+
 async function measure(payload: string, path: string, call: () => Promise<unknown>): Promise<Row> {
   if (path === "backend directly") {
-    const result = await closedLoop(call, concurrency, warmupMs, durationMs, meter.window);
-    return { payload, path, result, cpuUs: cpuPer(result.requests) };
+    const result = await closedLoop(call, concurrency, warmupMs, durationMs, {
+      onStart: () => {
+        meter.window.onStart();
+        clientWindow.onStart();
+      },
+      onEnd: () => {
+        clientWindow.onEnd();
+        meter.window.onEnd();
+      },
+    });
+    return { payload, path, result, cpuUs: cpuPer(result.requests), clientBusy };
   }
   // The histograms are read as the window opens and closes (a read takes a few ms of the window).
   let before: Promise<HistogramTotals[]> | undefined;
@@ -149,9 +175,11 @@ async function measure(payload: string, path: string, call: () => Promise<unknow
   const result = await closedLoop(call, concurrency, warmupMs, durationMs, {
     onStart: () => {
       meter.window.onStart();
+      clientWindow.onStart();
       before = readDurations();
     },
     onEnd: () => {
+      clientWindow.onEnd();
       meter.window.onEnd();
       after = readDurations();
     },
@@ -163,6 +191,7 @@ async function measure(payload: string, path: string, call: () => Promise<unknow
     path,
     result,
     cpuUs: cpuPer(result.requests),
+    clientBusy,
     hops: hopTimes(result.meanMs, brokerMs ?? Number.NaN, frontendMs ?? Number.NaN),
   };
 }
@@ -236,13 +265,16 @@ try {
 
 const num = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
 console.log(`\ndata path, zero-time model, closed loop, concurrency ${concurrency}, ${opts.duration} s per path (node ${process.version})`);
-console.log("| payload | path | req/s | p50 ms | p99 ms | errors | CPU µs/req: client | broker | frontend | backend |");
-console.log("|---|---|---|---|---|---|---|---|---|---|");
+console.log(
+  "| payload | path | req/s | p50 ms | p99 ms | errors | CPU µs/req: client | broker | frontend | backend | client's loop busy |",
+);
+console.log("|---|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   const direct = r.path === "backend directly";
   console.log(
     `| ${r.payload} | ${r.path} | ${num(r.result.perSecond)} | ${num(r.result.p50Ms, 1)} | ${num(r.result.p99Ms, 1)} | ${r.result.errors === 0 ? 0 : `${r.result.errors} ${JSON.stringify(r.result.errorsByCode)}`} | ` +
-      `${num(r.cpuUs.client)} | ${direct ? "-" : num(r.cpuUs.broker)} | ${direct ? "-" : num(r.cpuUs.frontend)} | ${num(r.cpuUs.backend)} |`,
+      `${num(r.cpuUs.client)} | ${direct ? "-" : num(r.cpuUs.broker)} | ${direct ? "-" : num(r.cpuUs.frontend)} | ${num(r.cpuUs.backend)} | ` +
+      `${num(100 * r.clientBusy)} % |`,
   );
 }
 for (const payload of payloads) {

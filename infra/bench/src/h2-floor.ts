@@ -25,8 +25,9 @@ const program = new Command()
   .option("--concurrency <n>", "requests in flight (closed loop)", "32")
   .option("--payloads <list>", `comma-separated, of ${Object.keys(PAYLOADS).join(", ")}`, "tiny,image")
   .option("--rates <list>", "open-loop rates of the forwarded path, requests a second (empty: none)", "100,400")
+  .option("--store <list>", "proxies (1, 2) that forward a body once all of it has arrived instead of as it arrives", "")
   .parse();
-const opts = program.opts<{ duration: string; warmup: string; concurrency: string; payloads: string; rates: string }>();
+const opts = program.opts<{ duration: string; warmup: string; concurrency: string; payloads: string; rates: string; store: string }>();
 const durationMs = Number(opts.duration) * 1000;
 const warmupMs = Number(opts.warmup) * 1000;
 const concurrency = Number(opts.concurrency);
@@ -37,6 +38,9 @@ if (!(durationMs > 0 && warmupMs >= 0 && Number.isInteger(concurrency) && concur
 }
 for (const p of payloads) if (!(p in PAYLOADS)) program.error(`--payloads: unknown payload ${JSON.stringify(p)}`);
 if (!rates.every((r) => r > 0)) program.error(`--rates: every rate must be a positive number, got ${JSON.stringify(opts.rates)}`);
+const store = new Set(opts.store.split(",").filter(Boolean));
+for (const p of store) if (p !== "1" && p !== "2") program.error(`--store: proxies are 1 and 2, got ${JSON.stringify(p)}`);
+const proxyMode = (n: string) => (store.has(n) ? ["store"] : []);
 
 const SESSION = { maxSessionMemory: 256, settings: { initialWindowSize: 4 * 1024 * 1024 } };
 const node = fileURLToPath(new URL("./h2-floor-node.js", import.meta.url));
@@ -54,8 +58,8 @@ async function start(args: string[]): Promise<ChildProcess> {
 const base = 42_000 + Math.floor(Math.random() * 1000) * 3;
 try {
   const server = await start(["server", String(base)]);
-  const second = await start(["proxy", String(base + 1), String(base)]);
-  const first = await start(["proxy", String(base + 2), String(base + 1)]);
+  const second = await start(["proxy", String(base + 1), String(base), ...proxyMode("2")]);
+  const first = await start(["proxy", String(base + 2), String(base + 1), ...proxyMode("1")]);
   const meter = new CpuMeter(
     new Map([
       ["client", selfCpuMs],
@@ -71,7 +75,8 @@ try {
     forwarded: http2.connect(`http://127.0.0.1:${base + 2}`, SESSION),
   };
   console.log(
-    `\nbare node:http2 (node ${process.version}): closed loop at concurrency ${concurrency}, then open loops; ${opts.duration} s each`,
+    `\nbare node:http2 (node ${process.version}): closed loop at concurrency ${concurrency}, then open loops; ${opts.duration} s each; ` +
+      `proxies forwarding bodies whole: ${store.size === 0 ? "none" : [...store].sort().join(", ")}`,
   );
   console.log("| payload | path | load | req/s | p99 ms | CPU µs/req: client / proxy 1 / proxy 2 / server |");
   console.log("|---|---|---|---|---|---|");
