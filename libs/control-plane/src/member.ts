@@ -16,6 +16,8 @@ export interface MemberOptions {
   maxReceiveMessageBytes?: number;
   /** HTTP/2 flow-control window (runtime grpc.ts SERVER_WINDOW_BYTES unless given). */
   windowBytes?: number;
+  /** HTTP/2 flow-control window per connection (SERVER_WINDOW_BYTES unless given). */
+  connectionWindowBytes?: number;
   register(server: grpc.Server): void;
   /** Extra heartbeat fields, read at each beat. */
   heartbeatExtra?: () => Partial<control.IHeartbeat>;
@@ -41,6 +43,7 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
     register: options.register,
     ...(options.maxReceiveMessageBytes === undefined ? {} : { maxReceiveMessageBytes: options.maxReceiveMessageBytes }),
     ...(options.windowBytes === undefined ? {} : { windowBytes: options.windowBytes }),
+    ...(options.connectionWindowBytes === undefined ? {} : { connectionWindowBytes: options.connectionWindowBytes }),
   });
   const address = ctx.advertise(grpcServer.port);
   const heartbeat = startHeartbeat(ctx.nc, {

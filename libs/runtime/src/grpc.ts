@@ -75,8 +75,10 @@ export interface GrpcServerOptions {
   host: string;
   port: number;
   maxReceiveMessageBytes?: number;
-  /** HTTP/2 flow-control window per stream; SERVER_WINDOW_BYTES unless given (a connection's is always that). */
+  /** HTTP/2 flow-control window per stream; SERVER_WINDOW_BYTES unless given. */
   windowBytes?: number;
+  /** HTTP/2 flow-control window per connection; SERVER_WINDOW_BYTES unless given. */
+  connectionWindowBytes?: number;
   credentials?: grpc.ServerCredentials;
   register(server: grpc.Server): void;
 }
@@ -148,6 +150,16 @@ export const SERVER_WINDOW_BYTES = 4 * 1024 * 1024;
  */
 export const CLIENT_FACING_WINDOW_BYTES = 1024 * 1024;
 
+/**
+ * The connection window a server facing clients grants (the broker). A client multiplexes its calls on one
+ * connection, and under SERVER_WINDOW_BYTES its concurrent uploads (32 images: 19 MB) waited for WINDOW_UPDATEs
+ * from a broker whose event loop was busy forwarding: the full path served 373-386 images a second against
+ * 395-435 under 16-64 MiB (docs/results.md, "the broker's client-facing connection window"). Half the broker's
+ * budget of bodies arriving at once (unary-direct.ts CLAIMED_BYTES_BUDGET), so that one connection cannot claim
+ * all of it unanswered; the broker reads what arrives whatever the window, so the window bounds no memory.
+ */
+export const CLIENT_FACING_CONNECTION_WINDOW_BYTES = 32 * 1024 * 1024;
+
 /** What grpc-js keeps of the HTTP/2 servers it made: private, so read through a check, never assumed. */
 function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureServer> {
   const servers: unknown = Reflect.get(server, "http2Servers");
@@ -163,11 +175,11 @@ function http2ServersOf(server: grpc.Server): Array<Http2Server | Http2SecureSer
  * announces it in every new session's first SETTINGS, and each session widens its connection window when it opens.
  * If a grpc-js release renames its servers' field, sessions keep Node's default and the caller says so.
  */
-function widenServerWindows(server: grpc.Server, streamBytes: number): boolean {
+function widenServerWindows(server: grpc.Server, streamBytes: number, connectionBytes: number): boolean {
   const servers = http2ServersOf(server);
   for (const h2 of servers) {
     h2.updateSettings({ initialWindowSize: streamBytes });
-    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(SERVER_WINDOW_BYTES));
+    h2.on("session", (session: ServerHttp2Session) => session.setLocalWindowSize(connectionBytes));
   }
   return servers.length > 0;
 }
@@ -191,7 +203,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<GrpcS
       err ? reject(err) : resolve(bound),
     );
   });
-  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES)) {
+  if (!widenServerWindows(server, options.windowBytes ?? SERVER_WINDOW_BYTES, options.connectionWindowBytes ?? SERVER_WINDOW_BYTES)) {
     process.emitWarning("grpc-js server internals changed: HTTP/2 windows stay at 64 KiB (large requests slow down)", "InferGridWarning");
   }
   if (!installUnaryDirect(server, http2ServersOf(server), maxReceiveMessageBytes)) {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bytesMethod } from "./bytes-method.js";
 import { makeCa, makeCert } from "./certs.js";
 import {
+  CLIENT_FACING_CONNECTION_WINDOW_BYTES,
   CLIENT_FACING_WINDOW_BYTES,
   type GrpcServerHandle,
   grpc,
@@ -121,12 +122,22 @@ describe("startGrpcServer's HTTP/2 windows", () => {
       session.once("remoteSettings", poll);
     });
 
-  it("grants a client-facing server's smaller stream window when asked, and the connection still SERVER_WINDOW_BYTES", async () => {
-    const facing = await startGrpcServer({ host: "127.0.0.1", port: 0, register, windowBytes: CLIENT_FACING_WINDOW_BYTES });
+  it("grants each connection SERVER_WINDOW_BYTES unless asked otherwise", async () => {
+    // At 64 KiB for the whole connection, a client's concurrent uploads took turns on it (bench:datapath, image).
+    expect(await connectionWindow(`http://${plain.address}`)).toBe(SERVER_WINDOW_BYTES);
+  });
+
+  it("grants a client-facing server's smaller stream window and its wider connection window when asked", async () => {
+    const facing = await startGrpcServer({
+      host: "127.0.0.1",
+      port: 0,
+      register,
+      windowBytes: CLIENT_FACING_WINDOW_BYTES,
+      connectionWindowBytes: CLIENT_FACING_CONNECTION_WINDOW_BYTES,
+    });
     try {
       expect((await remoteSettings(`http://${facing.address}`)).initialWindowSize).toBe(CLIENT_FACING_WINDOW_BYTES);
-      // At 64 KiB for the whole connection, a client's concurrent uploads took turns on it (bench:datapath, image).
-      expect(await connectionWindow(`http://${facing.address}`)).toBe(SERVER_WINDOW_BYTES);
+      expect(await connectionWindow(`http://${facing.address}`)).toBe(CLIENT_FACING_CONNECTION_WINDOW_BYTES);
     } finally {
       await facing.shutdown(100);
     }

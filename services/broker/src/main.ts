@@ -2,6 +2,7 @@ import { heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/cont
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
 import {
+  CLIENT_FACING_CONNECTION_WINDOW_BYTES,
   CLIENT_FACING_WINDOW_BYTES,
   ClientCache,
   type grpc,
@@ -88,6 +89,7 @@ await runService("broker", brokerConfig, async (ctx) => {
     role: "broker",
     maxReceiveMessageBytes: config.maxRequestBytes,
     windowBytes: CLIENT_FACING_WINDOW_BYTES,
+    connectionWindowBytes: CLIENT_FACING_CONNECTION_WINDOW_BYTES,
     register: (server) => {
       type Call = Pick<grpc.ServerUnaryCall<unknown, unknown>, "metadata" | "getPeer" | "getAuthContext">;
       const admit = (call: Call) => {
