@@ -153,8 +153,8 @@ export const CLIENT_FACING_WINDOW_BYTES = 1024 * 1024;
 /**
  * The connection window a server facing clients grants (the broker). A client multiplexes its calls on one
  * connection, and under SERVER_WINDOW_BYTES its concurrent uploads (32 images: 19 MB) waited for WINDOW_UPDATEs
- * from a broker whose event loop was busy forwarding: the full path served 373-386 images a second against
- * 395-435 under 16-64 MiB (docs/results.md, "the broker's client-facing connection window"). Half the broker's
+ * from a broker whose event loop was busy forwarding: the full path served 357-362 images a second, and 398-442
+ * with this window (docs/results.md, "the broker's client-facing connection window"). Half the broker's
  * budget of bodies arriving at once (unary-direct.ts CLAIMED_BYTES_BUDGET), so that one connection cannot claim
  * all of it unanswered; the broker reads what arrives whatever the window, so the window bounds no memory.
  */
