@@ -168,6 +168,25 @@ describe.each(channels)("%s, when its peer dies silently", (name, make) => {
     });
   });
 
+  it("fails a call sent after the death UNAVAILABLE within about two seconds even while an older call, answered around, is still outstanding", async () => {
+    await throughProxy(make, async (ch, proxy) => {
+      // In a multiplexed session the oldest call in flight was usually sent before the last answer heard: it says
+      // nothing of the connection. The call to watch is the first one sent since the session last said anything.
+      const older = echo(ch, "older", 10_000, Echo.Slow).catch((e: unknown) => e);
+      expect((await echo(ch, "answered after it", 2000)).toString()).toBe("answered after it");
+      proxy.die();
+      const t0 = Date.now();
+      const err = await echo(ch, "into the void", 10_000).catch((e: unknown) => e);
+      const took = Date.now() - t0;
+      console.log(
+        `${name}: with an older call outstanding, a call with 10 s to go failed ${grpc.status[statusOf(err).code]} after ${took} ms`,
+      );
+      expect(statusOf(err).code).toBe(grpc.status.UNAVAILABLE);
+      expect(took).toBeLessThan(3_000);
+      expect(statusOf(await older).code).toBe(grpc.status.UNAVAILABLE);
+    });
+  });
+
   it("keeps a live connection whose peer is only slow: the probe is answered, and the slow call's answer is not lost to a reconnect", async () => {
     // The probe must be answered within 200 ms, well before the second slow call's answer (800 ms) would show the
     // connection alive: a probe left unanswered would drop the connection and fail that call.

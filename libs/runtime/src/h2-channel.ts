@@ -147,8 +147,13 @@ export class H2Channel implements UnaryChannel {
     let keepalive: NodeJS.Timeout | undefined;
     const suspectAfterMs = this.options.suspectAfterMs ?? SUSPECT_AFTER_MS;
     const watchdog = setInterval(() => {
-      const oldest = life.calls.values().next().value;
-      if (oldest !== undefined && Date.now() - oldest >= suspectAfterMs) this.suspect(session, oldest);
+      // The first call sent since the session last said anything: an older one still outstanding (the others'
+      // answers came after it went out) is only slow, and would hide a death behind its own deadline.
+      for (const sentAt of life.calls.values()) {
+        if (sentAt < life.heardAt) continue;
+        if (Date.now() - sentAt >= suspectAfterMs) this.suspect(session, sentAt);
+        break;
+      }
     }, suspectAfterMs / 2);
     watchdog.unref();
     session.once("connect", () => {

@@ -384,9 +384,13 @@ export class MultiplexChannel implements UnaryChannel {
     );
     const suspectAfterMs = this.options.suspectAfterMs ?? SUSPECT_AFTER_MS;
     const watchdog = setInterval(() => {
-      // Calls are pending in the order they were sent; those of an older stream were failed when it broke.
-      const oldest = this.pending.values().next().value;
-      if (oldest?.stream === stream && oldest.sentAt >= open.heardAt && Date.now() - oldest.sentAt >= suspectAfterMs) this.probe(open);
+      // Calls are pending in the order they were sent; those of an older stream were failed when it broke. The
+      // first one sent since the stream last said anything is watched: an older one still pending is only slow.
+      for (const p of this.pending.values()) {
+        if (p.stream !== stream || p.sentAt < open.heardAt) continue;
+        if (Date.now() - p.sentAt >= suspectAfterMs) this.probe(open);
+        break;
+      }
     }, suspectAfterMs / 2);
     watchdog.unref();
     const open: OpenStream = { stream, heardAt: Date.now(), probe: undefined, watchdog };
