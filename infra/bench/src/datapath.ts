@@ -15,7 +15,7 @@ import { Command } from "commander";
 import { closedLoop, type LoopResult } from "./closed-loop.js";
 import { CpuMeter, processCpuMs, selfCpuMs } from "./cpu-meter.js";
 import { type HistogramTotals, type HopTimes, histogramTotals, hopTimes, meanMsBetween } from "./hop-time.js";
-import { type OpenLoopResult, openLoop } from "./open-loop.js";
+import { type OpenLoopResult, openLoop, pooled } from "./open-loop.js";
 
 /** Request payloads: a few floats; a token batch (8 sequences of 512 ids); a 224x224 RGB float32 image (588 KiB). */
 const PAYLOADS: Record<string, { dims: number[]; describe: string }> = {
@@ -37,6 +37,11 @@ const program = new Command()
     "0.25",
   )
   .option(
+    "--latency-rounds <n>",
+    "open-loop windows per path, taken in turn with the other path's (direct, full, direct, ...); percentiles over all of a path's",
+    "3",
+  )
+  .option(
     "--client-encoding <when>",
     "each: the client encodes every request from JavaScript numbers (as in every run in docs/results.md before 2026-11-28); once: it encodes each payload's request once and sends those bytes (a load generator that costs about what sending costs)",
     "each",
@@ -51,11 +56,14 @@ const opts = program.opts<{
   cpuProf?: string;
   serviceNodeArgs: string;
   latencyLoad: string;
+  latencyRounds: string;
   clientEncoding: string;
 }>();
 if (opts.clientEncoding !== "once" && opts.clientEncoding !== "each") program.error("--client-encoding must be once or each");
 const latencyLoad = Number(opts.latencyLoad);
 if (!(latencyLoad >= 0 && latencyLoad < 1)) program.error("--latency-load must be in [0, 1)");
+const latencyRounds = Number(opts.latencyRounds);
+if (!(Number.isInteger(latencyRounds) && latencyRounds >= 1)) program.error("--latency-rounds must be a positive integer");
 const durationMs = Number(opts.duration) * 1000;
 const warmupMs = Number(opts.warmup) * 1000;
 const concurrency = Number(opts.concurrency);
@@ -202,6 +210,13 @@ async function measureOpen(call: () => Promise<unknown>, rate: number): Promise<
   return { result, cpuUs: cpuPer(result.sent) };
 }
 
+/** Windows of one path as one: latencies pooled, CPU per request weighted by each window's requests. */
+function pooledOpen(windows: readonly Awaited<ReturnType<typeof measureOpen>>[]): { result: OpenLoopResult; cpuUs: CpuUs } {
+  const result = pooled(windows.map((w) => w.result));
+  const cpu = (p: (typeof PROCESSES)[number]) => windows.reduce((a, w) => a + w.cpuUs[p] * w.result.sent, 0) / result.sent;
+  return { result, cpuUs: { client: cpu("client"), broker: cpu("broker"), frontend: cpu("frontend"), backend: cpu("backend") } };
+}
+
 const rows: Row[] = [];
 /** Per payload: the open-loop rate and each path's latencies at it. */
 const below: {
@@ -209,6 +224,8 @@ const below: {
   rate: number;
   direct: Awaited<ReturnType<typeof measureOpen>>;
   full: Awaited<ReturnType<typeof measureOpen>>;
+  /** Each round's p99 added (full's window less direct's), for the spread. */
+  roundsAddedMs: number[];
 }[] = [];
 try {
   await eventually(
@@ -247,11 +264,18 @@ try {
     rows.push(saturated);
     if (latencyLoad > 0) {
       const rate = Math.max(1, Math.round(saturated.result.perSecond * latencyLoad));
+      const directs: Awaited<ReturnType<typeof measureOpen>>[] = [];
+      const fulls: Awaited<ReturnType<typeof measureOpen>>[] = [];
+      for (let round = 0; round < latencyRounds; round++) {
+        directs.push(await measureOpen(direct, rate));
+        fulls.push(await measureOpen(full, rate));
+      }
       below.push({
         payload,
         rate,
-        direct: await measureOpen(direct, rate),
-        full: await measureOpen(full, rate),
+        direct: pooledOpen(directs),
+        full: pooledOpen(fulls),
+        roundsAddedMs: fulls.map((f, i) => f.result.p99Ms - (directs[i]?.result.p99Ms ?? Number.NaN)),
       });
     }
   }
@@ -301,18 +325,19 @@ for (const r of rows) {
 }
 if (below.length > 0) {
   console.log(
-    `\nlatency below saturation: open loop at ${latencyLoad} x the full path's throughput above, evenly spaced, ${opts.duration} s per path`,
+    `\nlatency below saturation: open loop at ${latencyLoad} x the full path's throughput above, evenly spaced, ` +
+      `${latencyRounds} windows of ${opts.duration} s per path in turn with the other path's, percentiles over each path's windows together`,
   );
   console.log(
-    "| payload | req/s | direct p50 ms | direct p99 ms | full p50 ms | full p99 ms | p99 added ms | errors (direct, full) | CPU µs/req direct: client, backend | full: client, broker, frontend, backend |",
+    "| payload | req/s | direct p50 ms | direct p99 ms | full p50 ms | full p99 ms | p99 added ms | each window's p99 added ms | errors (direct, full) | CPU µs/req direct: client, backend | full: client, broker, frontend, backend |",
   );
-  console.log("|---|---|---|---|---|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const b of below) {
     const [d, f] = [b.direct.result, b.full.result];
     const [dc, fc] = [b.direct.cpuUs, b.full.cpuUs];
     console.log(
       `| ${b.payload} | ${b.rate} | ${num(d.p50Ms, 1)} | ${num(d.p99Ms, 1)} | ${num(f.p50Ms, 1)} | ${num(f.p99Ms, 1)} | ` +
-        `${num(f.p99Ms - d.p99Ms, 1)} | ${d.errors}, ${f.errors} | ${num(dc.client)}, ${num(dc.backend)} | ` +
+        `${num(f.p99Ms - d.p99Ms, 1)} | ${b.roundsAddedMs.map((a) => num(a, 1)).join(", ")} | ${d.errors}, ${f.errors} | ${num(dc.client)}, ${num(dc.backend)} | ` +
         `${num(fc.client)}, ${num(fc.broker)}, ${num(fc.frontend)}, ${num(fc.backend)} |`,
     );
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { openLoop } from "./open-loop.js";
+import { type OpenLoopResult, openLoop, pooled } from "./open-loop.js";
 
 describe("openLoop", () => {
   it("sends at the rate whatever the answers take, and measures only after the warm-up", async () => {
@@ -47,5 +47,32 @@ describe("openLoop", () => {
 
   it("refuses a rate that is not positive", async () => {
     await expect(openLoop(async () => undefined, 0, 0, 10)).rejects.toThrow(/positive/);
+  });
+
+  it("pools windows: counts summed, percentiles over every latency, not averaged", () => {
+    const window = (latencies: number[], errors: number): OpenLoopResult => ({
+      sent: latencies.length + errors,
+      answered: latencies.length,
+      errors,
+      p50Ms: Number.NaN,
+      p99Ms: Number.NaN,
+      latencies,
+    });
+    // 100 fast answers and one window whose slowest 2 % are slow: pooled, the slow ones are 1 % of 200.
+    const fast = window(
+      Array.from({ length: 100 }, () => 1),
+      0,
+    );
+    const slow = window([...Array.from({ length: 98 }, () => 1), 50, 60], 3);
+    const p = pooled([fast, slow]);
+    expect(p.sent).toBe(203);
+    expect(p.answered).toBe(200);
+    expect(p.errors).toBe(3);
+    expect(p.latencies).toHaveLength(200);
+    expect(p.p50Ms).toBe(1);
+    // Nearest rank over 200: the 198th is a fast one; averaging the windows' p99s would have said about 30 ms.
+    expect(p.p99Ms).toBe(1);
+    expect(pooled([slow]).p99Ms).toBe(50);
+    expect(() => pooled([])).toThrow(/no open-loop windows/);
   });
 });
