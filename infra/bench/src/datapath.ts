@@ -8,6 +8,7 @@
  */
 
 import { resolve } from "node:path";
+import { constants, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks";
 import { BackendServiceDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { bytesMethod, createClient, unaryCall } from "@infergrid/runtime";
 import { eventually, RegistryWriter, startNatsServer, startService } from "@infergrid/testkit";
@@ -126,6 +127,8 @@ interface Row {
   hops?: HopTimes;
   /** The share of the window the client's event loop was busy. */
   clientBusy: number;
+  /** The client's own collector over the window: pause µs per request, and its full (mark-compact) collections. */
+  clientGc: { usPerRequest: number; full: number };
 }
 
 type CpuUs = Record<(typeof PROCESSES)[number], number>;
@@ -154,14 +157,30 @@ async function readDurations(): Promise<HistogramTotals[]> {
  */
 let clientElu = performance.eventLoopUtilization();
 let clientBusy = Number.NaN;
+/**
+ * The client's collector, so that what the load generator's own heap costs each path is seen beside its CPU: a
+ * request that lives longer (the full path's) outlives more young collections, and the generator pays for it.
+ */
+const gcSoFar = { ms: 0, full: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    gcSoFar.ms += e.duration;
+    if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) gcSoFar.full += 1;
+  }
+}).observe({ entryTypes: ["gc"] });
+let gcAtStart = { ...gcSoFar };
+let clientGcWindow = { ms: 0, full: 0 };
 const clientWindow = {
   onStart: () => {
     clientElu = performance.eventLoopUtilization();
+    gcAtStart = { ...gcSoFar };
   },
   onEnd: () => {
     clientBusy = performance.eventLoopUtilization(clientElu).utilization;
+    clientGcWindow = { ms: gcSoFar.ms - gcAtStart.ms, full: gcSoFar.full - gcAtStart.full };
   },
 };
+const clientGcPer = (requests: number) => ({ usPerRequest: (1000 * clientGcWindow.ms) / requests, full: clientGcWindow.full });
 
 async function measure(payload: string, path: string, call: () => Promise<unknown>): Promise<Row> {
   if (path === "backend directly") {
@@ -175,7 +194,7 @@ async function measure(payload: string, path: string, call: () => Promise<unknow
         meter.window.onEnd();
       },
     });
-    return { payload, path, result, cpuUs: cpuPer(result.requests), clientBusy };
+    return { payload, path, result, cpuUs: cpuPer(result.requests), clientBusy, clientGc: clientGcPer(result.requests) };
   }
   // The histograms are read as the window opens and closes (a read takes a few ms of the window).
   let before: Promise<HistogramTotals[]> | undefined;
@@ -200,6 +219,7 @@ async function measure(payload: string, path: string, call: () => Promise<unknow
     result,
     cpuUs: cpuPer(result.requests),
     clientBusy,
+    clientGc: clientGcPer(result.requests),
     hops: hopTimes(result.meanMs, brokerMs ?? Number.NaN, frontendMs ?? Number.NaN),
   };
 }
@@ -290,15 +310,15 @@ try {
 const num = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
 console.log(`\ndata path, zero-time model, closed loop, concurrency ${concurrency}, ${opts.duration} s per path (node ${process.version})`);
 console.log(
-  "| payload | path | req/s | p50 ms | p99 ms | errors | CPU µs/req: client | broker | frontend | backend | client's loop busy |",
+  "| payload | path | req/s | p50 ms | p99 ms | errors | CPU µs/req: client | broker | frontend | backend | client's loop busy | client's GC pauses µs/req (full collections) |",
 );
-console.log("|---|---|---|---|---|---|---|---|---|---|---|");
+console.log("|---|---|---|---|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
   const direct = r.path === "backend directly";
   console.log(
     `| ${r.payload} | ${r.path} | ${num(r.result.perSecond)} | ${num(r.result.p50Ms, 1)} | ${num(r.result.p99Ms, 1)} | ${r.result.errors === 0 ? 0 : `${r.result.errors} ${JSON.stringify(r.result.errorsByCode)}`} | ` +
       `${num(r.cpuUs.client)} | ${direct ? "-" : num(r.cpuUs.broker)} | ${direct ? "-" : num(r.cpuUs.frontend)} | ${num(r.cpuUs.backend)} | ` +
-      `${num(100 * r.clientBusy)} % |`,
+      `${num(100 * r.clientBusy)} % | ${num(r.clientGc.usPerRequest)} (${r.clientGc.full}) |`,
   );
 }
 for (const payload of payloads) {
