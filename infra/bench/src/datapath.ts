@@ -159,7 +159,8 @@ let clientElu = performance.eventLoopUtilization();
 let clientBusy = Number.NaN;
 /**
  * The client's collector, so that what the load generator's own heap costs each path is seen beside its CPU: a
- * request that lives longer (the full path's) outlives more young collections, and the generator pays for it.
+ * request that lives longer (the full path's) is live at more of its collections, and the generator pays for it.
+ * Entries arrive a little after their collection, so a window may miss its last one.
  */
 const gcSoFar = { ms: 0, full: 0 };
 new PerformanceObserver((list) => {
