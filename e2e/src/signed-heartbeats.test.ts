@@ -134,9 +134,19 @@ describe("signed heartbeats (NATS users per role, as in Kubernetes; real process
       nc.publish(subjects.heartbeat("backend", "backend-1"), own.seal(control.Heartbeat.encode(hb).finish()));
       await sleep(100);
     }
+    // The same through a pool event: NATS refuses it (only the allocator publishes pool events), and the
+    // allocator returns a backend only on the backend's own heartbeat, so backend-1 stays where it is.
+    publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
+      kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
+      backendId: "backend-1",
+      service: "echo",
+      atUnixMs: Date.now(),
+      reason: "forged",
+    });
     await nc.flush();
     await sleep(500);
     expect(cluster.allocator.logs.some(refusal("signed by backend/backend-0, but speaks for backend/backend-1"))).toBe(true);
+    expect(cluster.allocator.logs.some((l) => l.msg === "backend returned to the pool")).toBe(false);
     const state = await unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetClusterState, {}, { deadline: Date.now() + 5000 });
     expect((state.backends ?? []).map((b) => b.backendId).sort()).toEqual(["backend-0", "backend-1"]);
     await expectAllAnswered(cluster, "echo", 20);

@@ -30,8 +30,15 @@ describe("rolePermissions", () => {
     expect(mayPublish("console", "c", "ig.hb.frontend.c")).toBe(false);
   });
 
-  it("lets only the allocator write the registry, the plan, the job records and the job items", () => {
-    for (const subject of ["$KV.ig_registry.svc.echo", "$KV.ig_registry.backend.b1", "ig.plan", "$KV.ig_jobs.job.a", "ig.job.items.a"])
+  it("lets only the allocator write the registry, the plan, the pool events, the job records and the job items", () => {
+    for (const subject of [
+      "$KV.ig_registry.svc.echo",
+      "$KV.ig_registry.backend.b1",
+      "ig.plan",
+      "ig.pool.events",
+      "$KV.ig_jobs.job.a",
+      "ig.job.items.a",
+    ])
       for (const role of ROLES) expect(mayPublish(role, "x", subject), `${role} -> ${subject}`).toBe(role === "allocator");
   });
 

@@ -61,7 +61,7 @@ export function rolePermissions(role: NatsRole, id: string): NatsPermissions {
     case "backend":
       return {
         publish: {
-          allow: [own("backend"), subjects.poolEvents, `$KV.${JOB_RESULTS_BUCKET}.>`, ...JS_CLIENT, `$JS.ACK.${JOB_ITEMS_STREAM}.>`],
+          allow: [own("backend"), `$KV.${JOB_RESULTS_BUCKET}.>`, ...JS_CLIENT, `$JS.ACK.${JOB_ITEMS_STREAM}.>`],
           deny: JS_WRITES_DENIED,
         },
         subscribe: { allow: [INBOX], deny: [] },

@@ -1,12 +1,11 @@
-import { JobStore, type MemberHandle, ServiceRegistry, serveMember, subjects } from "@infergrid/control-plane";
+import { JobStore, type MemberHandle, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { createModelRuntime } from "@infergrid/models";
-import { BackendServingDefinition, backend, control, type DecodedExecuteRequest } from "@infergrid/proto";
+import { BackendServingDefinition, backend, type DecodedExecuteRequest } from "@infergrid/proto";
 import {
   addServiceWithMultiplex,
   GrpcStatusError,
   grpc,
   peerIdentity,
-  publishMessage,
   requirePeerRole,
   resolveControlToken,
   runService,
@@ -79,14 +78,8 @@ await runService("backend-worker", backendConfig, async (ctx) => {
         if (phase === "start") harvester?.computeStarts();
         else harvester?.computeEnds();
       },
-      onDecommissioned: (service) => {
-        publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
-          kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
-          backendId: id,
-          service,
-          atUnixMs: Date.now(),
-          reason: `idle for ${config.idleTimeoutMs} ms`,
-        });
+      onDecommissioned: () => {
+        // The beat (cold, no service) is what returns this backend: the allocator announces it.
         member?.heartbeat.beat();
       },
     },

@@ -83,20 +83,10 @@ class FakeBackends {
     );
   }
 
-  /** Idled T: goes cold and leaves its service, announcing it or not. */
-  decommission(id: string, announce: boolean): void {
-    const service = this.service(id);
+  /** Idled T: goes cold, leaves its service and beats at once, as a real backend does. */
+  decommission(id: string): void {
     this.returnedVersion.set(id, Number(this.assignment.get(id)?.version ?? 0));
     this.state.set(id, backend.BackendState.BACKEND_STATE_COLD);
-    if (announce) {
-      publishMessage(this.nc, subjects.poolEvents, control.PoolEvent, {
-        kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
-        backendId: id,
-        service,
-        atUnixMs: Date.now(),
-        reason: "idle for 1000 ms",
-      });
-    }
     this.beat(id);
   }
 
@@ -287,7 +277,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect(events.some((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_LEFT && e.backendId === "be-04")).toBe(true);
   });
 
-  it("frees a backend that publishes RETURNED, and one that reports cold without a service", async () => {
+  it("frees a backend that reports cold without a service, and only on its own heartbeat", async () => {
     fakes.start("be-07");
     await eventually("be-07 free", async () =>
       (await call(AllocatorAdminDefinition.GetClusterState, {})).freeBackends === 1 ? true : undefined,
@@ -296,7 +286,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     const versionBefore = Number((await registry.getAssignment("be-01"))?.version);
     fakes.state.set("be-01", backend.BackendState.BACKEND_STATE_WARM_IDLE);
     await new Promise((r) => setTimeout(r, 300));
-    fakes.decommission("be-01", true);
+    fakes.decommission("be-01");
     // be-01 leaves the head of ocr's list; as the first free backend by id it is appended again
     // at the tail, under a new assignment version (the static plan keeps ocr at 2).
     const ocr = await eventually("be-01 out of ocr's head", async () => {
@@ -312,9 +302,9 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect(reassigned.length).toBeGreaterThanOrEqual(2);
     expect(new Set(reassigned.map((e) => e.service))).toEqual(new Set(["ocr"]));
 
-    // be-02 (resnet's head) decommissions without an event: its heartbeat says cold, no service.
+    // be-02 (resnet's head) decommissions too: its heartbeat says cold, no service.
     await eventually("be-02 acknowledged resnet", () => (fakes.service("be-02") === "resnet" ? true : undefined));
-    fakes.decommission("be-02", false);
+    fakes.decommission("be-02");
     const resnet = await eventually("be-02 out of resnet's head", async () => {
       const l = await listOf("resnet");
       return l[0] === "be-02" ? undefined : l;
@@ -323,15 +313,26 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect(
       events.some((e) => e.kind === control.PoolEventKind.POOL_EVENT_KIND_RETURNED && e.backendId === "be-02" && e.service === "resnet"),
     ).toBe(true);
+    // A RETURNED event naming be-05, now resnet's head, which still beats warm with resnet: pool events
+    // are unsigned, and any backend may be compromised, so the allocator does not read them.
+    publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
+      kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
+      backendId: "be-05",
+      service: "resnet",
+      atUnixMs: Date.now(),
+      reason: "forged",
+    });
+    await nc.flush();
     // Stable afterwards: the re-assigned backends acknowledge and are not returned again.
     await new Promise((r) => setTimeout(r, 1500));
+    expect(allocator.logs.some((l) => l.msg === "backend returned to the pool" && l.backend === "be-05")).toBe(false);
     expect(await listOf("ocr")).toEqual(["be-03", "be-01"]);
     expect(await listOf("resnet")).toEqual(["be-05", "be-06", "be-02"]);
   });
 
   it("survives garbled NATS messages and keeps serving", async () => {
     nc.publish(subjects.heartbeat("backend", "junk"), new Uint8Array([0xff, 0xff, 0xff, 0x0f, 0x01]));
-    nc.publish(subjects.poolEvents, new Uint8Array([0x0a, 0xff]));
+    nc.publish(subjects.load("resnet"), new Uint8Array([0x0a, 0xff]));
     await allocator.waitForLog((l) => l.msg === "dropped a garbled message", 5000);
     expect(allocator.isRunning()).toBe(true);
     const metrics = await fetch(`http://${allocator.ready.metricsAddress}/metrics`).then((r) => r.text());

@@ -85,8 +85,6 @@ interface AssignmentRecord {
 interface PendingReturn {
   service: string;
   reason: string;
-  /** Publish RETURNED ourselves (the backend did not announce it). */
-  announce: boolean;
 }
 
 export interface PoolSnapshot {
@@ -221,12 +219,13 @@ export class Allocator {
     }
     // Cold with no service: either it has not seen its assignment yet, or it idled T and
     // decommissioned itself. Only the second once it has acknowledged it (or the grace passed).
+    // This is the only way a backend returns itself, and the allocator alone announces it (RETURNED).
     if (
       report.service === "" &&
       report.state === backend.BackendState.BACKEND_STATE_COLD &&
       (a.acknowledged || now - a.since > this.options.graceMs)
     ) {
-      this.markReturned(hb.id, { service: a.service, reason: "reported cold without a service", announce: true });
+      this.markReturned(hb.id, { service: a.service, reason: "reported cold without a service" });
     }
   }
 
@@ -234,15 +233,6 @@ export class Allocator {
     this.heard(now);
     if (instanceIdProblem(hb.id)) return;
     this.members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, hb.role, now);
-  }
-
-  onPoolEvent(event: control.PoolEvent): void {
-    if (event.kind !== ev.POOL_EVENT_KIND_RETURNED) return;
-    const a = this.assignments.get(event.backendId);
-    // Our own RETURNED events come back here too: by then the assignment is cleared and this is
-    // a no-op. One older than the current assignment is about an earlier one.
-    if (!a?.service || a.service !== event.service || Number(event.atUnixMs) < a.updatedAt) return;
-    this.markReturned(event.backendId, { service: a.service, reason: event.reason || "returned itself", announce: false });
   }
 
   private heard(now: number): void {
@@ -720,15 +710,13 @@ export class Allocator {
     for (const [id, service] of removedFrom) {
       if (gone.has(id)) continue;
       const r = returned.get(id);
-      if (!r || r.announce) {
-        this.actuator.poolEvent({
-          kind: ev.POOL_EVENT_KIND_RETURNED,
-          backendId: id,
-          service,
-          atUnixMs: now,
-          reason: r?.reason ?? "reclaimed by the allocation",
-        });
-      }
+      this.actuator.poolEvent({
+        kind: ev.POOL_EVENT_KIND_RETURNED,
+        backendId: id,
+        service,
+        atUnixMs: now,
+        reason: r?.reason ?? "reclaimed by the allocation",
+      });
       // A backend just lent to a job already has its assignment (the loan).
       if (!addedTo.has(id) && !lent.has(id)) await this.writeAssignment(id, "", null, now);
     }

@@ -5,8 +5,13 @@ import type { Allocator } from "./allocator.js";
 import type { SignalBook } from "./signals.js";
 
 /**
- * Feeds the allocator from NATS: heartbeats of every role, backend heartbeats, pool events; and
- * the signal book (what the slow loop plans from): forecasts and the frontends' load reports.
+ * Feeds the allocator from NATS: heartbeats of every role and backend heartbeats; and the signal
+ * book (what the slow loop plans from): forecasts and the frontends' load reports.
+ *
+ * Not the pool events: they are the allocator's own announcements. A backend that decommissions itself
+ * beats at once, and its heartbeat (signed, with --signed-heartbeats) saying cold with no service is what
+ * returns it (Allocator.onBackendHeartbeat): an unsigned event naming a backend would let any backend take
+ * any other out of its list.
  */
 export function collect(
   nc: NatsConnection,
@@ -39,6 +44,5 @@ export function collect(
       verifier,
     }),
     subscribeHeartbeats(nc, subjects.allHeartbeats, log, (hb) => allocator.onMemberHeartbeat(hb, now()), { onGarbled, verifier }),
-    subscribeMessages(nc, subjects.poolEvents, control.PoolEvent, log, (event) => allocator.onPoolEvent(event), { onGarbled }),
   ];
 }
