@@ -1,6 +1,7 @@
 export * from "./heartbeat.js";
 export * from "./heartbeat-signature.js";
 export * from "./job-store.js";
+export * from "./load-report.js";
 export * from "./member.js";
 export * from "./membership.js";
 export * from "./nats-permissions.js";

@@ -78,7 +78,13 @@ describe("SignalBook", () => {
     expect(book.onLoadReport(report({ service: "Bad Name!" }), 0)).toMatch(/service name/i);
     expect(book.onLoadReport(report({ withinSlo: 101 }), 0)).toMatch(/more requests within the SLO/);
     expect(book.onLoadReport(report({ serviceTimeMeanMs: Number.NaN }), 0)).toMatch(/missing or negative/);
-    expect(book.onLoadReport(report({ windowEndUnixMs: 0 }), 0)).toMatch(/missing or negative/);
+    expect(book.onLoadReport(report({ windowEndUnixMs: 0 }), 0)).toMatch(/no window/);
+    expect(book.onLoadReport(report({ windowStartUnixMs: 9_000, windowEndUnixMs: 8_000 }), 10_000)).toMatch(
+      /ends \(8000\) before it starts/,
+    );
+    // A window that ends in the future would never age out and would be counted at every tick.
+    expect(book.onLoadReport(report({ windowEndUnixMs: 100_000 }), 10_000)).toMatch(/90000 ms in the future/);
+    expect(book.outcomes("resnet", 0).arrivals).toBe(0);
     const good = control.Forecast.create({
       service: "resnet",
       issuedAtUnixMs: 1000,

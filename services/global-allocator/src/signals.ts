@@ -1,5 +1,5 @@
 import type { TickOutcomes } from "@infergrid/allocation";
-import { serviceNameProblem } from "@infergrid/control-plane";
+import { loadWindowProblem, serviceNameProblem } from "@infergrid/control-plane";
 import type { control } from "@infergrid/proto";
 
 /** A forecast as the allocator plans from it: rates per step for each published quantile. */
@@ -64,7 +64,7 @@ export class SignalBook {
   }
 
   onLoadReport(r: control.LoadReport, now: number): string | undefined {
-    const problem = serviceNameProblem(r.service);
+    const problem = serviceNameProblem(r.service) ?? loadWindowProblem(r, now);
     if (problem) return problem;
     const report: Report = {
       frontend: r.frontendId,

@@ -25,6 +25,9 @@ describe("LoadWindows", () => {
     const w = new LoadWindows(1_000, 3, 0);
     expect(w.add(report("Bad Name", "f", 500, 1), 500)).toBe("invalid");
     expect(w.add(report("svc", "f", 0, 1), 500)).toBe("invalid");
+    // Dated a minute ahead: refused, so it neither fixes the service's first window in the future nor hides
+    // the rates of the reports that follow.
+    expect(w.add(report("svc", "f", 60_500, 1), 500)).toBe("invalid");
     for (let t = 1; t <= 10; t++) w.add(report("svc", "f", t * 1000, t), t * 1000);
     expect(w.rates("svc", 10_000)).toEqual([8, 9, 10]);
     expect(w.add(report("svc", "f", 5_000, 1), 10_000)).toBe("too_old");

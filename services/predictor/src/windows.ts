@@ -1,4 +1,4 @@
-import { serviceNameProblem } from "@infergrid/control-plane";
+import { loadWindowProblem, serviceNameProblem } from "@infergrid/control-plane";
 import type { control } from "@infergrid/proto";
 
 export type AddOutcome = "accepted" | "invalid" | "too_old";
@@ -38,7 +38,8 @@ export class LoadWindows {
   add(report: control.LoadReport, now: number): AddOutcome {
     const end = Number(report.windowEndUnixMs);
     const arrivals = Number(report.arrivals);
-    if (serviceNameProblem(report.service) || !(end > 0) || !Number.isFinite(arrivals) || arrivals < 0) return "invalid";
+    if (serviceNameProblem(report.service) || loadWindowProblem(report, now) || !Number.isFinite(arrivals) || arrivals < 0)
+      return "invalid";
     const k = this.windowOf(end);
     if (k <= this.lastClosed(now) - this.historyWindows) return "too_old";
     let s = this.services.get(report.service);
