@@ -469,6 +469,7 @@ export class Allocator {
           profile: { gamma: profile.gamma ?? 0, eps: profile.eps ?? 0, delta: profile.delta ?? 0, eta: profile.eta ?? 0 },
           sloMs: spec.sla?.latencyThresholdMs ?? 0,
           coldStartMs: spec.model?.coldStartMs ?? 0,
+          maxBackends: spec.maxBackends ?? 0,
           list: this.idsOf(n).flatMap((id) => {
             const m = this.pool.get(id);
             if (!m || !this.pool.isLive(id, now)) return [];

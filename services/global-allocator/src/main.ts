@@ -62,6 +62,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
     {
       nodeCores: config.themisNodeCores,
       maxBatch: config.themisMaxBatch,
+      maxListLength: config.poolMaxSize,
       horizonMs: config.themisHorizonMs,
       resizeRetryMs: THEMIS_RESIZE_RETRY_MS,
       policy: themisPolicy({

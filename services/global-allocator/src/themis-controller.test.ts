@@ -35,6 +35,7 @@ function harness(stableTicks = 3): Harness {
     {
       nodeCores: 8,
       maxBatch: 16,
+      maxListLength: 64,
       horizonMs: 10_000,
       resizeRetryMs: 3_000,
       // Replicas started in the surge, so that the test sees the whole move (this system may start them later).
@@ -45,7 +46,14 @@ function harness(stableTicks = 3): Harness {
   return { controller, rate, forecast, resizes, events, fail };
 }
 
-const service = (list: ListedBackend[]): ThemisService => ({ name: "resnet18", profile: PROFILE, sloMs: 1000, coldStartMs: 10_000, list });
+const service = (list: ListedBackend[], maxBackends = 0): ThemisService => ({
+  name: "resnet18",
+  profile: PROFILE,
+  sloMs: 1000,
+  coldStartMs: 10_000,
+  list,
+  maxBackends,
+});
 const warm = (id: string, cores = 1, maxBatch = 1): ListedBackend => ({ id, warm: true, cores, maxBatch });
 const cold = (id: string): ListedBackend => ({ id, warm: false, cores: 1, maxBatch: 1 });
 const settle = () => new Promise((r) => setImmediate(r));
@@ -140,6 +148,29 @@ describe("ThemisController", () => {
     // 60/s expected: replicas are started ahead of it (this system's proactive start), nothing resized.
     expect(h.controller.target("resnet18")?.length).toBeGreaterThan(1);
     expect(h.resizes).toEqual([]);
+  });
+
+  it("plans a rate beyond what the largest list serves as that rate: an absurd load report does not take it down", () => {
+    // One 1-core replica at batch 16 serves 16 * 1000 / (35.34 * 16 + 1.14 * 16 + 3.7) ms = 27.2/s.
+    const perBackend = (16 * 1000) / (35.34 * 16 + 1.14 * 16 + 3.7);
+    for (const [maxBackends, longest] of [
+      [0, 64],
+      [10, 10],
+    ] as const) {
+      const h = harness();
+      h.rate.value = 1e15;
+      h.forecast.value = 1e15;
+      let length = 0;
+      for (let t = 0; t <= 5_000; t += 1000) {
+        const [report] = h.controller.tick(t, [service([warm("a")], maxBackends)]);
+        expect(report?.ratePerS).toBeCloseTo(longest * perBackend, 6);
+        expect(report?.peakPerS).toBe(report?.ratePerS);
+        length = h.controller.target("resnet18")?.length ?? 0;
+      }
+      // Sized for the ceiling: about the longest list (the machine plans each backend below full use).
+      expect(length).toBeGreaterThanOrEqual(longest);
+      expect(length).toBeLessThanOrEqual(2 * longest);
+    }
   });
 
   it("asks again when a resize failed or the heartbeats never show it", async () => {

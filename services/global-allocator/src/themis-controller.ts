@@ -5,7 +5,14 @@
  * the machine's; this class gathers its inputs, applies its outputs, and remembers what it asked for.
  */
 import type { Logger } from "@infergrid/runtime";
-import { type ScalingPolicy, type ThemisProfile, type TickDecision, type TransitionState, themisPolicy } from "@infergrid/themis";
+import {
+  type ScalingPolicy,
+  type ThemisProfile,
+  type TickDecision,
+  type TransitionState,
+  themisPolicy,
+  throughputPerS,
+} from "@infergrid/themis";
 import type { ForecastView } from "./signals.js";
 
 /** One entry of the service's list as the allocator sees it from heartbeats. */
@@ -27,6 +34,8 @@ export interface ThemisService {
   coldStartMs: number;
   /** The list as it stands, in order. */
   list: readonly ListedBackend[];
+  /** The most backends its list may hold (the spec's max_backends; 0: only the cluster's capacity bounds it). */
+  maxBackends: number;
 }
 
 /** Where the peak of the next window came from: the predictor's forecast, or the largest rate just observed. */
@@ -51,6 +60,8 @@ export interface ThemisControllerOptions {
   nodeCores: number;
   /** The largest batch a backend may be given (at most the workers' own bound). */
   maxBatch: number;
+  /** The cluster's capacity in backends: no list grows beyond it. */
+  maxListLength: number;
   /** The window whose peak is planned for (Themis: the next 10 s). */
   horizonMs: number;
   /** A resize the heartbeats do not show applied after this long is asked again. */
@@ -79,6 +90,8 @@ interface ServiceState {
   last: TickDecision | undefined;
   /** When each entry not yet warm was first seen in the list (its expected ready time counts from there). */
   listedSince: Map<string, number>;
+  /** The last tick's rate was beyond the ceiling (warned once per spell). */
+  clamped: boolean;
 }
 
 export interface ThemisTickReport {
@@ -136,20 +149,47 @@ export class ThemisController {
     });
   }
 
+  /**
+   * The rate the service's longest possible list serves as the one-core replicas the machine starts for load
+   * (at the largest batch): planned for, it fills that list, and no more.
+   */
+  private ceilingPerS(s: ThemisService): number {
+    const length = s.maxBackends > 0 ? Math.min(s.maxBackends, this.options.maxListLength) : this.options.maxListLength;
+    return Math.max(1, length) * throughputPerS(s.profile, this.options.maxBatch, 1);
+  }
+
   private step(now: number, s: ThemisService): ThemisTickReport | undefined {
     let state = this.services.get(s.name);
     if (!state) {
-      state = { machine: this.policy.initialState(), rates: [], target: undefined, last: undefined, listedSince: new Map() };
+      state = {
+        machine: this.policy.initialState(),
+        rates: [],
+        target: undefined,
+        last: undefined,
+        listedSince: new Map(),
+        clamped: false,
+      };
       this.services.set(s.name, state);
     }
-    const rate = this.inputs.ratePerS(s.name, now);
+    const reported = this.inputs.ratePerS(s.name, now);
     // No load report yet: nothing to size from; the list keeps what it has.
-    if (rate === undefined) return undefined;
+    if (reported === undefined) return undefined;
+    // More than the largest list could serve is planned as that much: the rates are the frontends' word, and
+    // a report claiming billions a second must not make the machine plan (and build) billions of backends.
+    const ceiling = this.ceilingPerS(s);
+    const rate = Math.min(reported, ceiling);
+    if (reported > ceiling && !state.clamped) {
+      this.logger.warn(
+        { service: s.name, ratePerS: reported, ceilingPerS: ceiling },
+        "reported rate beyond what the largest list serves; planned at that",
+      );
+    }
+    state.clamped = reported > ceiling;
     state.rates = state.rates.filter((r) => now - r.at <= this.options.horizonMs);
     state.rates.push({ at: now, ratePerS: rate });
     const forecast = this.inputs.forecastPeakPerS(s.name, now, this.options.horizonMs);
     const peakSource: PeakSource = forecast === undefined ? "observed" : "forecast";
-    const peak = forecast ?? Math.max(...state.rates.map((r) => r.ratePerS));
+    const peak = Math.min(forecast ?? Math.max(...state.rates.map((r) => r.ratePerS)), ceiling);
 
     // A backend is planned at the size it was asked for until its heartbeats show it (the resize applies
     // at its next batch): the machine must not decide again from a size that is already on its way.
