@@ -87,6 +87,9 @@ describe("the request path broker -> frontend -> backend", () => {
     expect(res.body.backendId).toMatch(/^backend-\d$/);
     const viaPath = await postJson("/v1/services/echo/infer", { inputs: {} });
     expect(viaPath.status).toBe(200);
+    // A timeout with a fraction of a millisecond is a timeout, not a server error.
+    const fractional = await postJson("/v1/infer", { service: "echo", inputs: {} }, { "x-request-timeout-ms": "2500.5" });
+    expect(fractional.status).toBe(200);
   });
 
   it("runs the real ONNX model: a fixed input gives the same checked output every time, over gRPC and HTTP", async () => {

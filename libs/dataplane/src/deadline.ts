@@ -1,12 +1,14 @@
 /**
  * The one deadline a request lives by: the earliest of the caller's gRPC deadline, the absolute
  * deadline in the message and the component's own timeout. `Infinity` means none was given.
+ * Whole milliseconds: it is written into the next hop's message as an integer (a timeout header or a
+ * setting of 1500.5 ms must not fail the request's encoding).
  */
 export function effectiveDeadline(now: number, grpcDeadline: number, messageDeadline: number, defaultTimeoutMs: number): number {
   const candidates = [now + defaultTimeoutMs];
   if (Number.isFinite(grpcDeadline) && grpcDeadline > 0) candidates.push(grpcDeadline);
   if (messageDeadline > 0) candidates.push(messageDeadline);
-  return Math.min(...candidates);
+  return Math.floor(Math.min(...candidates));
 }
 
 /** grpc-js gives a deadline as a Date or a number (Infinity when none). */

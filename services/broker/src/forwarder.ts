@@ -56,7 +56,7 @@ export class Forwarder {
       tried.add(id);
       // The frontend gets a little less time than the client, so that its own answer (say, UNAVAILABLE
       // with a retry hint) comes back before the client's deadline rather than racing it.
-      const frontendDeadline = Math.max(now + 1, deadline - this.options.answerReserveMs);
+      const frontendDeadline = Math.floor(Math.max(now + 1, deadline - this.options.answerReserveMs));
       try {
         return await unaryCall(
           this.clients.get(member.address),

@@ -291,7 +291,9 @@ class Flight {
   private execute(ref: BackendRef, target: DispatchTarget, attempt: number, holdId: string | undefined): void {
     if (this.settled) return;
     const now = Date.now();
-    const callDeadline = Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry));
+    // Whole milliseconds: the attempt timeout follows the SLO, which may have a fraction, and the deadline is
+    // written into the Execute as an integer.
+    const callDeadline = Math.floor(Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry)));
     const busyMark = this.markBusy(ref, target, now);
     const freed = () => {
       if (busyMark !== undefined && this.d.busyUntil.get(ref.backendId) === busyMark) this.d.busyUntil.delete(ref.backendId);
