@@ -243,13 +243,13 @@ describe("the direct path answers as grpc-js does", () => {
     expect(await callWith(c, Check, Buffer.alloc(0))).toMatchObject({ code: grpc.status.OK, body: "\u0008\u0001" });
   });
 
-  const raw = (server: GrpcServerHandle, headers: http2.OutgoingHttpHeaders, body: Buffer | undefined) =>
+  const raw = (server: GrpcServerHandle, headers: http2.OutgoingHttpHeaders, body: Buffer | undefined, path = Echo.path) =>
     new Promise<{ status: string; message: string }>((resolve, reject) => {
       const session = http2.connect(`http://${server.address}`);
       session.on("error", reject);
       const stream = session.request({
         ":method": "POST",
-        ":path": Echo.path,
+        ":path": path,
         "content-type": "application/grpc",
         te: "trailers",
         ...headers,
@@ -285,6 +285,13 @@ describe("the direct path answers as grpc-js does", () => {
       const [a, b] = [await raw(grpcJs, headers, body), await raw(direct, headers, body)];
       expect(b).toEqual(a);
       expect(Number(b.status)).toBe(code);
+    }
+    // 30 days, and the longest the header can say (over 11,000 years), on a call that takes a second: a deadline
+    // far off, not one already past. An int32 wraps the first negative, and a timer beyond 2^31 - 1 ms fires at
+    // once: grpc-js's server answers the first DEADLINE_EXCEEDED (seen here); the direct path does not.
+    for (const timeout of ["720H", "99999999H"]) {
+      const b = await raw(direct, { "grpc-timeout": timeout }, framed(Buffer.from("a")), Slow.path);
+      expect(Number(b.status), timeout).toBe(grpc.status.OK);
     }
   });
 });

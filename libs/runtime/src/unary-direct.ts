@@ -131,6 +131,7 @@ export function installUnaryDirect(
 }
 
 const DEADLINE = /(\d{1,8})\s*([HMSmun])/;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 const DROPPED_HEADERS = ["grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "accept-encoding", "te", "content-type"];
 const RESPONSE_HEADERS = {
@@ -198,9 +199,11 @@ class DirectUnaryCall extends EventEmitter {
         this.fail(grpc.status.INTERNAL, `Invalid grpc-timeout value "${String(timeout)}"`);
         return;
       }
-      const ms = (Number(m[1]) * (UNIT_MS[m[2] ?? "m"] ?? 1)) | 0;
+      // Not `| 0`, which wraps a timeout of 25 days or more to a negative one; and a timer beyond setTimeout's
+      // 2^31 - 1 ms would fire at once.
+      const ms = Math.floor(Number(m[1]) * (UNIT_MS[m[2] ?? "m"] ?? 1));
       this.deadline = Date.now() + ms;
-      this.timer = setTimeout(() => this.fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded"), ms);
+      this.timer = setTimeout(() => this.fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded"), Math.min(ms, MAX_TIMER_MS));
     }
     if (claim.beforeBody) {
       try {
