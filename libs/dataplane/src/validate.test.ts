@@ -50,6 +50,15 @@ describe("a routed request's check (broker and frontend: the form, not the value
       [{ service: "a", requestId: "r".repeat(129) }, "request_id is longer than 128 characters"],
       [{ service: "a", inputs: { x: { dims: [2, 3], data: [1, 2] } } }, 'input "x": dims [2,3] need 6 values, got 2'],
       [{ service: "a", inputs: { x: { dims: [-1], data: [] } } }, 'input "x": dims must be non-negative integers, got [-1]'],
+      // An empty tensor may not claim a batch beyond what a full one could carry.
+      [
+        { service: "a", inputs: { x: { dims: [1e15, 0], data: [] } } },
+        `input "x": dims [1000000000000000,0] span more than ${MAX_ELEMENTS} values (zeros aside)`,
+      ],
+      [
+        { service: "a", inputs: { x: { dims: [0, 4096, 4096], data: [] } } },
+        `input "x": dims [0,4096,4096] span more than ${MAX_ELEMENTS} values (zeros aside)`,
+      ],
       [{ service: "a", inputs: { x: { dtype: "int8", dims: [], data: [] } } }, 'input "x": dtype "int8" is not supported (float32 only)'],
       [{ service: "a", inputs: { x: { dims: [1, 1, 1, 1, 1, 1, 1, 1, 1], data: [1] } } }, 'input "x": 9 dims, at most 8'],
       [{ service: "a", inputs: { ["n".repeat(129)]: { dims: [1], data: [1] } } }, "input names must be 1 to 128 characters"],

@@ -16,8 +16,10 @@ export const MAX_INPUTS = 64;
 export const MAX_ELEMENTS = 4 * 1024 * 1024;
 
 /**
- * A tensor's form, checked without its values: known dtype, at most MAX_DIMS non-negative integer dims, and
- * exactly as many values as the dims say. The broker and the frontend check this much on the bytes they forward.
+ * A tensor's form, checked without its values: known dtype, at most MAX_DIMS non-negative integer dims spanning
+ * at most MAX_ELEMENTS (zeros aside: an empty tensor of dims [1e15, 0] would claim a batch of 1e15, which the
+ * frontend prices and an emulated backend sleeps for), and exactly as many values as the dims say. The broker and
+ * the frontend check this much on the bytes they forward.
  */
 export function shapeProblem(name: string, t: TensorShape | null | undefined): string | undefined {
   if (!t) return `input ${JSON.stringify(name)} is empty`;
@@ -26,10 +28,14 @@ export function shapeProblem(name: string, t: TensorShape | null | undefined): s
   const dims = t.dims;
   if (dims.length > MAX_DIMS) return `input ${JSON.stringify(name)}: ${dims.length} dims, at most ${MAX_DIMS}`;
   let count = 1;
+  let span = 1;
   for (const n of dims) {
     if (!Number.isInteger(n) || n < 0)
       return `input ${JSON.stringify(name)}: dims must be non-negative integers, got ${JSON.stringify(dims)}`;
     count *= n;
+    span *= Math.max(1, n);
+    if (span > MAX_ELEMENTS)
+      return `input ${JSON.stringify(name)}: dims ${JSON.stringify(dims)} span more than ${MAX_ELEMENTS} values (zeros aside)`;
   }
   if (dims.length > 0 && count !== t.values)
     return `input ${JSON.stringify(name)}: dims ${JSON.stringify(dims)} need ${count} values, got ${t.values}`;
