@@ -8,7 +8,7 @@ import { createLogger, GrpcStatusError, grpc, type NatsConnection, statusOf } fr
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { BackendTracker } from "./backend-tracker.js";
-import type { Dispatcher, DispatchResult, DispatchTarget } from "./dispatcher.js";
+import type { Dispatcher, DispatchHooks, DispatchResult, DispatchTarget } from "./dispatcher.js";
 import { Frontend } from "./frontend.js";
 import { StaticScaler } from "./service-scaler.js";
 import { type ServiceTable, type ServiceView, toView } from "./service-table.js";
@@ -39,11 +39,24 @@ function setUp(outcomes: Record<string, number | "fail">) {
   const table = { get: (name: string) => entries.get(name), names: () => [...entries.keys()] } as unknown as ServiceTable;
   /** Per dispatch, whether the frontend let the request be pruned when it was dispatched. */
   const prunable: boolean[] = [];
+  /** Set by a test: runs while a request is dispatched, and the backend's reply is then reported to the frontend. */
+  const during: { run?: () => void } = {};
   const dispatcher = {
-    dispatch: async (current: () => DispatchTarget | undefined, req: { requestId: string }): Promise<DispatchResult> => {
+    dispatch: async (
+      current: () => DispatchTarget | undefined,
+      req: { requestId: string },
+      _batch: number,
+      _arrived: number,
+      _deadline: number,
+      hooks: DispatchHooks,
+    ): Promise<DispatchResult> => {
       prunable.push(current()?.pruneServiceMs !== undefined);
       const outcome = outcomes[req.requestId];
       if (outcome === undefined || outcome === "fail") throw new GrpcStatusError(grpc.status.UNAVAILABLE, "no backend took it");
+      if (during.run) {
+        during.run();
+        hooks.onReply("b1", { report: null, computeMs: 1 }, Date.now());
+      }
       vi.setSystemTime(Date.now() + outcome);
       return { reply: { status: 0, report: null, outputs: [], computeMs: 1 }, backendId: "b1", attempts: 1 };
     },
@@ -75,7 +88,7 @@ function setUp(outcomes: Record<string, number | "fail">) {
     return found?.value;
   };
   const reports = () => published.map((p) => control.LoadReport.decode(p.data));
-  return { frontend, change, value, reports, prunable };
+  return { frontend, change, value, reports, prunable, during };
 }
 
 afterEach(() => {
@@ -137,6 +150,23 @@ describe("Frontend SLO metrics", () => {
     frontend.publishLoad(Date.now());
     const [report] = reports();
     expect(report).toMatchObject({ service: "svc", withinSlo: 2, completed: 3, failed: 1 });
+  });
+
+  it("a request answered after its service was removed does not bring the service back", async () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    const { frontend, change, reports, during } = setUp({ inflight: 40, after: 10 });
+    change("svc", view("svc", 100, 95));
+    // The service is deregistered while the request is with a backend, whose reply then comes in.
+    during.run = () => change("svc", undefined);
+    await frontend.infer(request("svc", "inflight"), undefined);
+    frontend.publishLoad(Date.now());
+    expect(reports().map((r) => r.service)).toEqual([]);
+    // Registered again: its accounts start afresh, with its own RT_max (10 ms is within 100).
+    during.run = undefined;
+    change("svc", view("svc", 100, 95));
+    await frontend.infer(request("svc", "after"), undefined);
+    frontend.publishLoad(Date.now());
+    expect(reports()).toEqual([expect.objectContaining({ service: "svc", arrivals: 1, completed: 1, withinSlo: 1 })]);
   });
 
   it("lets a pruning service drop within each minute's tail, then only once the minute's tail is lost", async () => {

@@ -271,7 +271,10 @@ export class Frontend {
           onReply: (backendId, reply, now) => {
             this.deps.tracker.report(backendId, reply.report, now);
             const computeMs = reply.computeMs ? reply.computeMs : undefined;
-            const st = this.state(service);
+            // Not this.state(): a reply that comes after the service was removed must not bring its state back
+            // (it would report load for a service that is gone, and lend a re-registered one stale accounts).
+            const st = this.services.get(service);
+            if (!st) return;
             st.scaler.observeReply(backendId, reply.report?.frontendsSeen ?? 0, computeMs, now);
             if (computeMs !== undefined) st.computeTimes.record(computeMs);
           },
@@ -283,10 +286,10 @@ export class Frontend {
         },
       );
       const totalMs = Date.now() - arrived;
-      const st = this.state(service);
+      const st = this.services.get(service);
       const withinSlo = totalMs <= entry.sla.rtMaxMs;
-      st.window.recordCompletion(totalMs, withinSlo, result.reply.computeMs || undefined);
-      st.sla.record(totalMs);
+      st?.window.recordCompletion(totalMs, withinSlo, result.reply.computeMs || undefined);
+      st?.sla.record(totalMs);
       this.requests.inc({ service: label, code: "OK" });
       if (withinSlo) this.withinSlo.inc({ service: label });
       this.latency.observe({ service: label }, totalMs / 1000);
