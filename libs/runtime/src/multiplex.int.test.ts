@@ -149,6 +149,19 @@ describe("MultiplexChannel and the multiplexed service (real grpc-js servers)", 
     ch.close();
   });
 
+  it("cancels a call sent again as a unary call when the peer has no multiplexed service: the handler sees it", async () => {
+    cancelled.length = 0;
+    // The first call on a fresh channel goes to the stream, is refused UNIMPLEMENTED there, and is sent again.
+    const ch = channel(plainServer.address);
+    const abort = new AbortController();
+    const pending = call(ch, Echo.Slow, "resent", { signal: abort.signal }).catch((e: unknown) => e);
+    setTimeout(() => abort.abort(), 100);
+    expect(statusOf(await pending).code).toBe(grpc.status.CANCELLED);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(cancelled).toEqual(["resent"]);
+    ch.close();
+  });
+
   it("fails the calls of a broken stream UNAVAILABLE, and opens a new one once the peer is back", async () => {
     const s = await startGrpcServer({ host: "127.0.0.1", port: 0, register: (x) => addServiceWithMultiplex(x, Echo, handlers(), logger) });
     const ch = channel(s.address);

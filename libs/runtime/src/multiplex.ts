@@ -269,6 +269,8 @@ export class MultiplexChannel implements UnaryChannel {
   private client: grpc.Client;
   private open_: OpenStream | undefined;
   private readonly pending = new Map<number, Pending>();
+  /** Calls sent again as unary calls when the peer turned out to have no Multiplex: their cancel, by call id. */
+  private readonly resent = new Map<number, { cancel(): void }>();
   private nextId = 0;
   /** The peer has no Multiplex service (an older build, a test's server): unary from then on. */
   private unsupported = false;
@@ -349,7 +351,13 @@ export class MultiplexChannel implements UnaryChannel {
       deadlineUnixMs: Number.isFinite(deadline) ? deadline : 0,
       metadata: toMap(metadata),
     });
-    return { cancel: () => this.abandon(id, grpc.status.CANCELLED, "Cancelled on client") };
+    return {
+      cancel: () => {
+        const again = this.resent.get(id);
+        if (again) again.cancel();
+        else this.abandon(id, grpc.status.CANCELLED, "Cancelled on client");
+      },
+    };
   }
 
   close(): void {
@@ -482,7 +490,12 @@ export class MultiplexChannel implements UnaryChannel {
       for (const [id, p] of mine) {
         this.pending.delete(id);
         if (p.timer) clearTimeout(p.timer);
-        this.unaryOf(p.path, [p.body], p.deserialize, p.metadata, p.options, p.callback);
+        // Its caller's cancel now goes to the unary call (the handler there must see it cancelled too).
+        const again = this.unaryOf(p.path, [p.body], p.deserialize, p.metadata, p.options, (err, value) => {
+          this.resent.delete(id);
+          p.callback(err, value);
+        });
+        this.resent.set(id, again);
       }
       return;
     }
