@@ -2,11 +2,10 @@ import { subjects } from "@infergrid/control-plane";
 import { backend, control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection, subscribeMessages } from "@infergrid/runtime";
 
-/** What a test sees of the control plane: load reports, backend heartbeats and pool events. */
+/** What a test sees of the control plane: load reports and backend heartbeats. */
 export class ControlWatch {
   readonly reports = new Map<string, control.LoadReport>();
   readonly backends = new Map<string, backend.BackendReport.$Properties>();
-  readonly poolEvents: control.PoolEvent[] = [];
 
   private constructor(private readonly nc: NatsConnection) {}
 
@@ -19,9 +18,6 @@ export class ControlWatch {
     });
     subscribeMessages(nc, subjects.heartbeatsOf("backend"), control.Heartbeat, logger, (hb) => {
       if (hb.backend) w.backends.set(hb.id, hb.backend);
-    });
-    subscribeMessages(nc, subjects.poolEvents, control.PoolEvent, logger, (e) => {
-      w.poolEvents.push(e);
     });
     return w;
   }
