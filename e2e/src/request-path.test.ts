@@ -2,8 +2,9 @@ import { createConnection, type Socket } from "node:net";
 import { subjects } from "@infergrid/control-plane";
 import { InferenceServiceDefinition, type inference } from "@infergrid/proto";
 import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
+import type { ServiceProcess } from "@infergrid/testkit";
 import { connect } from "@nats-io/transport-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ocrClsInput } from "./ocr-input.js";
 import { emulatedSpec, infer, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
@@ -225,6 +226,53 @@ describe("bad input gets a clear status", () => {
     expect(Number(h.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
   });
 
+  it("a client that goes away (gRPC cancel, HTTP hang-up): the request ends CANCELLED at the broker and the frontend, and never runs", async () => {
+    const before = await Promise.all([metric(cluster.broker, "infergrid_broker_requests_total", 'code="CANCELLED"'), frontendsCancelled()]);
+    const ranBefore = await slowRuns();
+    // "slow" has one backend that takes 1.5 s: while it works, the requests below wait for it (parked), then leave.
+    const occupying = infer(cluster, { service: "slow" });
+    try {
+      await new Promise((r) => setTimeout(r, 200));
+      const gone = new AbortController();
+      const cancelled = grpcStatus(
+        unaryCall(
+          cluster.brokerClient,
+          InferenceServiceDefinition.Infer,
+          { service: "slow" },
+          { deadline: Date.now() + 10_000, signal: gone.signal },
+        ),
+      );
+      const hangUp = new AbortController();
+      const hungUp = fetch(`${cluster.httpUrl}/v1/infer`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ service: "slow", inputs: {} }),
+        signal: hangUp.signal,
+      }).then(
+        () => "answered",
+        () => "hung up",
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      gone.abort();
+      hangUp.abort();
+      expect((await cancelled).code).toBe(grpc.status.CANCELLED);
+      expect(await hungUp).toBe("hung up");
+      // Both ended at the broker (gRPC and HTTP) and at a frontend as CANCELLED, while the occupying request still ran.
+      await vi.waitFor(
+        async () => {
+          expect((await metric(cluster.broker, "infergrid_broker_requests_total", 'code="CANCELLED"')) - before[0]).toBe(2);
+          expect((await frontendsCancelled()) - before[1]).toBe(2);
+        },
+        { timeout: 1_000, interval: 20 },
+      );
+    } finally {
+      await occupying;
+    }
+    // The backend ran the occupying request only: the two that left were never run when it came free.
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await slowRuns()) - ranBefore).toBe(1);
+  });
+
   it("a garbled NATS message is logged and dropped, and the services go on", async () => {
     const nc = await connect({ servers: cluster.nats.url });
     nc.publish(subjects.heartbeat("frontend", "garbage"), new Uint8Array([0xff, 0xff, 0xff, 0x01]));
@@ -278,6 +326,27 @@ describe("every accepted request ends in exactly one response or one explicit er
     expect((await brokerRequestCount()) - metricsBefore).toBe(sent);
   });
 });
+
+/** The sum of a metric's series whose labels include `label` (all of them with ""), as a process exports it. */
+async function metric(p: ServiceProcess, name: string, label: string): Promise<number> {
+  const text = await (await fetch(`http://${p.ready.metricsAddress}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split("\n")) if (line.startsWith(`${name}{`) && line.includes(label)) total += Number(line.split(" ").pop());
+  return total;
+}
+
+async function frontendsCancelled(): Promise<number> {
+  const counts = await Promise.all(cluster.frontends.map((f) => metric(f, "infergrid_frontend_requests_total", 'code="CANCELLED"')));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+/** Requests the backends ran to the end (OK), over all backends: "slow" is the only service busy meanwhile. */
+async function slowRuns(): Promise<number> {
+  const counts = await Promise.all(
+    cluster.backends.map((b) => metric(b, "infergrid_backend_requests_total", 'status="EXECUTE_STATUS_OK"')),
+  );
+  return counts.reduce((a, b) => a + b, 0);
+}
 
 async function brokerRequestCount(): Promise<number> {
   const text = await (await fetch(`http://${cluster.broker.ready.metricsAddress}/metrics`)).text();

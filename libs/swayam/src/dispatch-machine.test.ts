@@ -177,6 +177,21 @@ describe("dispatch machine: worked cases", () => {
     expect(feed(h, { kind: "answered" })).toEqual([{ kind: "answer" }]);
   });
 
+  it("a caller that goes away: its parks are withdrawn, it fails cancelled once, and a hold offered after is released", () => {
+    const h = harness();
+    const park = only(refuseRound(h), "park");
+    h.now += 10;
+    const gone = feed(h, { kind: "cancelled" });
+    expect(gone).toEqual([
+      { kind: "withdraw", round: park.round, entries: park.entries },
+      { kind: "fail", status: "cancelled", message: "cancelled by the caller after 3 attempts" },
+    ]);
+    expect(h.st.phase).toBe("done");
+    expect(feed(h, { kind: "held", round: park.round, target: 0, hold: "late" })).toEqual([{ kind: "release", hold: "late" }]);
+    expect(feed(h, { kind: "cancelled" })).toEqual([]);
+    expect(feed(h, { kind: "timer", round: park.round })).toEqual([]);
+  });
+
   it("a hold offered after the request was answered is released", () => {
     const h = harness();
     const park = only(refuseRound(h), "park");
@@ -360,19 +375,21 @@ const EVENTS = (round: number): Event[] => [
   { kind: "park-ended", round, target: 1, how: "unreachable" },
   { kind: "timer", round },
   { kind: "timer", round: round - 1 },
+  { kind: "cancelled" },
 ];
 
 describe("dispatch machine: every event in every phase", () => {
   const expected: Record<DispatchPhase, (ev: Event, actions: Action[], round: number) => void> = {
     new: (ev, actions) => {
       if (ev.kind === "arrived") expect(actions.map((a) => a.kind)).toEqual(["send"]);
+      else if (ev.kind === "cancelled") expect(actions.map((a) => a.kind)).toEqual(["fail"]);
       else if (ev.kind === "held") expect(actions).toEqual([{ kind: "release", hold: ev.hold }]);
       else expect(actions).toEqual([]);
     },
     sending: (ev, actions) => {
       const kinds = actions.map((a) => a.kind);
       if (ev.kind === "answered") expect(kinds).toEqual(["answer"]);
-      else if (ev.kind === "rejected" || ev.kind === "expired") expect(kinds).toEqual(["fail"]);
+      else if (ev.kind === "rejected" || ev.kind === "expired" || ev.kind === "cancelled") expect(kinds).toEqual(["fail"]);
       else if (ev.kind === "failed") expect(kinds).toEqual(["suspect", "send"]);
       else if (ev.kind === "refused") expect(kinds.at(-1)).toBe("send");
       else if (ev.kind === "held") expect(actions).toEqual([{ kind: "release", hold: ev.hold }]);
@@ -384,6 +401,7 @@ describe("dispatch machine: every event in every phase", () => {
       else if (ev.kind === "held") expect(actions).toEqual([{ kind: "release", hold: ev.hold }]);
       else if (ev.kind === "park-ended" && ev.how === "unreachable") expect(kinds).toEqual(["withdraw", "suspect"]);
       else if (ev.kind === "timer" && ev.round === round) expect(kinds).toEqual(["withdraw", "send"]);
+      else if (ev.kind === "cancelled") expect(kinds).toEqual(["withdraw", "fail"]);
       else expect(actions).toEqual([]);
     },
     done: (ev, actions) => {

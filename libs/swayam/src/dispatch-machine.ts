@@ -63,9 +63,11 @@ export type DispatchEvent<H> =
   /** A park call of round `round` ended without a slot. */
   | { readonly kind: "park-ended"; readonly round: number; readonly target: number; readonly how: ParkEnding }
   /** The timer set for round `round` elapsed. */
-  | { readonly kind: "timer"; readonly round: number };
+  | { readonly kind: "timer"; readonly round: number }
+  /** The caller went away: nobody waits for the answer any more. */
+  | { readonly kind: "cancelled" };
 
-export type DispatchFailure = "unavailable" | "deadline-exceeded" | "pruned" | "rejected";
+export type DispatchFailure = "unavailable" | "deadline-exceeded" | "pruned" | "rejected" | "cancelled";
 
 export type DispatchAction<K, H> =
   /** Execute at list entry `index` (`entry`), `delayMs` from now; in the slot `hold` if given. */
@@ -287,6 +289,11 @@ export function stepDispatch<K, H>(
         withdrawOpen(st, out);
         endRound(st, view, settings, out, 0);
       }
+      return;
+    case "cancelled":
+      // Open parks are withdrawn (their slots go back), an outstanding Execute is the driver's to cancel, and
+      // a slot held for the request afterwards is released, as for any request that is over.
+      if (st.phase !== "done") end(st, out, "cancelled", `cancelled by the caller after ${st.attempts} attempts`);
       return;
   }
 }

@@ -43,11 +43,12 @@ export class Forwarder {
       .sort();
   }
 
-  /** The frontend's answer, an encoded InferResponse relayed as it came. */
-  async forward(request: RoutedInferRequest, deadline: number): Promise<Uint8Array> {
+  /** The frontend's answer, an encoded InferResponse relayed as it came. `signal`: the client went away. */
+  async forward(request: RoutedInferRequest, deadline: number, signal?: AbortSignal): Promise<Uint8Array> {
     const tried = new Set<string>();
     let lastError: unknown;
     for (let attempt = 0; attempt <= this.options.maxFailovers; attempt++) {
+      if (signal?.aborted) throw new GrpcStatusError(grpc.status.CANCELLED, "the client cancelled the request");
       const now = Date.now();
       if (now >= deadline) throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
       const id = this.rotation.next(this.liveFrontends(now), tried, now, request.service);
@@ -62,9 +63,10 @@ export class Forwarder {
           this.clients.get(member.address),
           RoutedInferenceDefinition.Infer,
           { ...request, deadlineUnixMs: frontendDeadline },
-          { deadline: frontendDeadline },
+          { deadline: frontendDeadline, signal },
         );
       } catch (err) {
+        if (signal?.aborted) throw new GrpcStatusError(grpc.status.CANCELLED, "the client cancelled the request");
         if (!isTransportFailure(err)) {
           // Our reserve ran out (not an answer of the frontend's): say so as the client would see it.
           if (statusOf(err).code === grpc.status.DEADLINE_EXCEEDED && Date.now() >= frontendDeadline) {

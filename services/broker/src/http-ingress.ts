@@ -109,8 +109,13 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     }
     const timeout = Number(headers[requestTimeoutHeader]);
     const grpcDeadline = Number.isFinite(timeout) && timeout > 0 ? Date.now() + timeout : undefined;
+    // The client hung up before its answer: the request is cancelled down the path, as a gRPC cancel is.
+    const gone = new AbortController();
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    });
     try {
-      const response = await ingress.handle("http", request, grpcDeadline, client);
+      const response = await ingress.handle("http", request, grpcDeadline, client, gone.signal);
       return reply.code(200).send(
         inference.InferResponse.toObject(inference.InferResponse.decode(response), {
           longs: Number,

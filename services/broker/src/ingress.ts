@@ -108,12 +108,16 @@ export class Ingress {
     this.requests.inc({ protocol, code: grpc.status[code] });
   }
 
-  /** `client`: who sent it (what `admit` returned), for the per-client limit. */
+  /**
+   * `client`: who sent it (what `admit` returned), for the per-client limit. `signal`: the client went away (the
+   * forward is cancelled, and the request ends CANCELLED).
+   */
   async handle(
     protocol: Protocol,
     request: RoutedInferRequest,
     grpcDeadline: Date | number | undefined,
     client: string,
+    signal?: AbortSignal,
   ): Promise<Uint8Array> {
     const started = Date.now();
     try {
@@ -131,7 +135,7 @@ export class Ingress {
       if (deadline <= started)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, `deadline passed ${started - deadline} ms before the request arrived`);
       const forwarded = { ...request, requestId: request.requestId || randomUUID(), deadlineUnixMs: deadline };
-      const response = await this.forwarder.forward(forwarded, deadline);
+      const response = await this.forwarder.forward(forwarded, deadline, signal);
       this.requests.inc({ protocol, code: "OK" });
       return response;
     } catch (err) {

@@ -5,6 +5,7 @@ import {
   CLIENT_FACING_CONNECTION_WINDOW_BYTES,
   CLIENT_FACING_WINDOW_BYTES,
   ClientCache,
+  callSignal,
   type grpc,
   type Logger,
   peerIdentity,
@@ -103,7 +104,7 @@ await runService("broker", brokerConfig, async (ctx) => {
       // Who a call comes from, when the direct path admitted it on its headers (before its body).
       const admitted = new WeakMap<object, string>();
       const infer = unaryHandler<RoutedInferRequest, Uint8Array>(logger, async (req, call) =>
-        ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call)),
+        ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call), callSignal(call)),
       );
       server.addService(RoutedInferenceDefinition, { Infer: infer });
       serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, {

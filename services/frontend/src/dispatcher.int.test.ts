@@ -31,6 +31,10 @@ interface TestBackend {
   parks: string[];
   /** Execute calls: request id and status name (or the gRPC error code name). */
   executes: { requestId: string; status: string }[];
+  /** Execute calls whose caller went away before they were answered (request ids). */
+  executesCancelled: string[];
+  /** Park calls received so far (answered or not). */
+  parksReceived: () => number;
 }
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -43,6 +47,8 @@ async function startBackend(id: string, locMs: number, holdMs = 1_000): Promise<
   const holdsEnded: string[] = [];
   const parks: string[] = [];
   const executes: { requestId: string; status: string }[] = [];
+  const executesCancelled: string[] = [];
+  let parksReceived = 0;
   const worker = new Worker(
     id,
     new BackendMachine({ concurrency: 1, idleTimeoutMs: 60_000 }),
@@ -56,18 +62,26 @@ async function startBackend(id: string, locMs: number, holdMs = 1_000): Promise<
     port: 0,
     register: (s) =>
       s.addService(BackendServingDefinition, {
-        Execute: unaryHandler(logger, async (req) => {
+        Execute: unaryHandler(logger, async (req, call) => {
+          // As main.ts: grpc-js also says "cancelled" when an answered call's stream closes.
+          let answered = false;
+          call.once("cancelled", () => {
+            if (!answered) executesCancelled.push(req.requestId ?? "");
+          });
           try {
             const reply = await worker.execute(req);
+            answered = true;
             executes.push({ requestId: req.requestId ?? "", status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
             return reply;
           } catch (err) {
+            answered = true;
             executes.push({ requestId: req.requestId ?? "", status: grpc.status[statusOf(err).code] });
             throw err;
           }
         }),
         WarmUp: unaryHandler(logger, async (req) => worker.warmUp(req)),
         Park: unaryHandler(logger, async (req, call) => {
+          parksReceived += 1;
           const withdrawn = new AbortController();
           call.on("cancelled", () => withdrawn.abort());
           const reply = await worker.park(req, withdrawn.signal);
@@ -88,7 +102,17 @@ async function startBackend(id: string, locMs: number, holdMs = 1_000): Promise<
   );
   worker.warmUp({ service: SERVICE });
   await vi.waitFor(() => expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE), { timeout: 2000, interval: 2 });
-  return { id, ref: { backendId: id, address: server.address, instanceType: "cpu-1" }, worker, server, holdsEnded, parks, executes };
+  return {
+    id,
+    ref: { backendId: id, address: server.address, instanceType: "cpu-1" },
+    worker,
+    server,
+    holdsEnded,
+    parks,
+    executes,
+    executesCancelled,
+    parksReceived: () => parksReceived,
+  };
 }
 
 /** An address nothing listens on. */
@@ -108,7 +132,7 @@ interface Frontend {
   /** Sends one request through the dispatcher with a prefix of n and a deadline deadlineMs from now. */
   send(
     requestId: string,
-    o?: { n?: number; deadlineMs?: number; inputs?: inference.InferRequest.$Properties["inputs"] },
+    o?: { n?: number; deadlineMs?: number; inputs?: inference.InferRequest.$Properties["inputs"]; signal?: AbortSignal },
   ): Promise<DispatchResult>;
 }
 
@@ -148,6 +172,7 @@ function frontend(refs: BackendRef[], options: Partial<DispatcherOptions> = {}, 
           onReply: (backendId, reply, at) => tracker.report(backendId, reply.report, at),
           onRefusedCold: () => {},
         },
+        o.signal,
       );
     },
   };
@@ -315,6 +340,53 @@ describe("Dispatcher over real gRPC to in-process Workers", { timeout: 8_000 }, 
       ).toBe(true);
       expect(b.holdsEnded, b.id).toEqual([]);
     }
+  });
+
+  it("(h) its caller goes away while it is parked: CANCELLED at once, its parks withdrawn, no slot held", async () => {
+    const [b1, b2] = await Promise.all([startBackend("b1", 400), startBackend("b2", 400)]);
+    const fe = frontend([b1.ref, b2.ref], { parkWindowMs: 1_000 });
+    const long = [occupy(b1), occupy(b2)];
+    const gone = new AbortController();
+    const outcome = failure(fe.send("r1", { signal: gone.signal }));
+    await vi.waitFor(() => expect(b1.parksReceived() + b2.parksReceived()).toBe(2), { timeout: 1_000, interval: 2 });
+    const abortedAt = Date.now();
+    gone.abort();
+    const s = await outcome;
+    expect(s.code).toBe(grpc.status.CANCELLED);
+    expect(s.details).toContain("cancelled by the caller");
+    expect(Date.now() - abortedAt).toBeLessThan(50);
+    await vi.waitFor(() => expect([...b1.parks, ...b2.parks]).toEqual(["PARK_STATUS_WITHDRAWN", "PARK_STATUS_WITHDRAWN"]), {
+      timeout: 1_000,
+      interval: 5,
+    });
+    await Promise.all(long);
+    await expectSettled([b1, b2]);
+    // The slots freed went to nobody: the cancelled request never ran.
+    for (const b of [b1, b2]) {
+      expect(b.holdsEnded, b.id).toEqual([]);
+      expect(b.executes.map((e) => e.status)).toEqual(["EXECUTE_STATUS_REFUSED_BUSY"]);
+    }
+  });
+
+  it("(h) its caller goes away while a backend computes it: CANCELLED at once, the Execute cancelled, the backend not suspected", async () => {
+    const b1 = await startBackend("b1", 300);
+    const fe = frontend([b1.ref]);
+    const gone = new AbortController();
+    const outcome = failure(fe.send("r1", { signal: gone.signal }));
+    await vi.waitFor(() => expect(b1.worker.report().state).toBe(B.BACKEND_STATE_BUSY), { timeout: 1_000, interval: 2 });
+    const abortedAt = Date.now();
+    gone.abort();
+    const s = await outcome;
+    expect(s.code).toBe(grpc.status.CANCELLED);
+    expect(Date.now() - abortedAt).toBeLessThan(50);
+    await vi.waitFor(() => expect(b1.executesCancelled).toEqual(["r1"]), { timeout: 1_000, interval: 5 });
+    expect(fe.tracker.usable("b1", Date.now())).toBe(true);
+    // Already cancelled when it arrives: nothing is sent.
+    const before = new AbortController();
+    before.abort();
+    expect((await failure(fe.send("r2", { signal: before.signal }))).code).toBe(grpc.status.CANCELLED);
+    await expectSettled([b1]);
+    expect(b1.executes.map((e) => e.requestId)).toEqual(["r1"]);
   });
 
   it("(g) a burst of 30 concurrent requests on 2 backends: each ends exactly once, runs at most once, none hangs", async () => {

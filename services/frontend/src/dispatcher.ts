@@ -98,6 +98,7 @@ const FAILURE_CODE = {
   unavailable: grpc.status.UNAVAILABLE,
   "deadline-exceeded": grpc.status.DEADLINE_EXCEEDED,
   pruned: grpc.status.DEADLINE_EXCEEDED,
+  cancelled: grpc.status.CANCELLED,
 } as const;
 
 /**
@@ -122,7 +123,10 @@ export class Dispatcher {
     this.settings = { ...DISPATCH_DEFAULTS, retryGapMs: options.retryGapMs, parkWindowMs: options.parkWindowMs };
   }
 
-  /** Ends in the backend's answer, or rejects with a GrpcStatusError; exactly once. */
+  /**
+   * Ends in the backend's answer, or rejects with a GrpcStatusError; exactly once. `signal`: the caller went away
+   * (it rejects CANCELLED, its parks are withdrawn and its outstanding Execute is cancelled).
+   */
   dispatch(
     current: () => DispatchTarget | undefined,
     request: RoutedInferRequest,
@@ -130,9 +134,10 @@ export class Dispatcher {
     arrivedAt: number,
     deadline: number,
     hooks: DispatchHooks,
+    signal?: AbortSignal,
   ): Promise<DispatchResult> {
     return new Promise((resolve, reject) => {
-      new Flight(this, this.settings, current, request, batch, deadline, hooks, resolve, reject).start(arrivedAt);
+      new Flight(this, this.settings, current, request, batch, deadline, hooks, resolve, reject, signal).start(arrivedAt);
     });
   }
 
@@ -164,6 +169,9 @@ class Flight {
   /** The current park round: its id on the wire, the backends it went to, and the handle that cancels the calls. */
   private park: { round: number; parkId: string; refs: Map<string, BackendRef>; hung: AbortController } | undefined;
   private settled = false;
+  /** Cancels the outstanding Execute when the request ends without it (its caller went away). */
+  private executing: AbortController | undefined;
+  private readonly onCancelled = () => this.feed({ kind: "cancelled" });
 
   constructor(
     private readonly d: Dispatcher,
@@ -176,12 +184,18 @@ class Flight {
     private readonly hooks: DispatchHooks,
     private readonly resolve: (r: DispatchResult) => void,
     private readonly reject: (err: unknown) => void,
+    private readonly signal: AbortSignal | undefined,
   ) {
     this.state = newDispatch(0, deadline - d.options.answerReserveMs);
   }
 
   start(arrivedAt: number): void {
     this.state.arrivedAt = arrivedAt;
+    if (this.signal?.aborted) {
+      this.feed({ kind: "cancelled" });
+      return;
+    }
+    this.signal?.addEventListener("abort", this.onCancelled, { once: true });
     this.feed({ kind: "arrived" });
   }
 
@@ -275,6 +289,7 @@ class Flight {
         return;
       case "fail": {
         const service = this.request.service;
+        if (a.status === "cancelled") this.executing?.abort();
         if (a.status === "rejected") {
           this.settle(undefined, new GrpcStatusError(a.code ?? grpc.status.UNKNOWN, a.message));
           return;
@@ -298,6 +313,8 @@ class Flight {
     const freed = () => {
       if (busyMark !== undefined && this.d.busyUntil.get(ref.backendId) === busyMark) this.d.busyUntil.delete(ref.backendId);
     };
+    const executing = new AbortController();
+    this.executing = executing;
     unaryCall(
       this.d.clients.get(ref.address),
       RoutedExecuteDefinition.Execute,
@@ -310,7 +327,7 @@ class Flight {
         holdId,
         deadlineUnixMs: callDeadline,
       },
-      { deadline: callDeadline },
+      { deadline: callDeadline, signal: executing.signal },
     ).then(
       (reply) => {
         freed();
@@ -324,6 +341,8 @@ class Flight {
       },
       (err: unknown) => {
         freed();
+        // Cancelled by this request's end (its caller went away): nothing to learn of the backend.
+        if (executing.signal.aborted) return;
         const s = statusOf(err);
         if (NO_RETRY.has(s.code)) {
           this.feed({ kind: "rejected", code: s.code, message: s.details });
@@ -400,6 +419,7 @@ class Flight {
   private settle(result: DispatchResult | undefined, err?: unknown): void {
     if (this.settled) return;
     this.settled = true;
+    this.signal?.removeEventListener("abort", this.onCancelled);
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     if (result) this.resolve(result);

@@ -20,7 +20,8 @@ import type { ServiceScaler } from "./service-scaler.js";
 import type { BackendRef, ServiceTable, ServiceView } from "./service-table.js";
 import type { Warmer } from "./warmer.js";
 
-const CLIENT_ERRORS = new Set([grpc.status.INVALID_ARGUMENT, grpc.status.NOT_FOUND, grpc.status.RESOURCE_EXHAUSTED]);
+/** The client's doing, not the service missing its SLA: bad input, and a caller that went away. */
+const CLIENT_ERRORS = new Set([grpc.status.INVALID_ARGUMENT, grpc.status.NOT_FOUND, grpc.status.RESOURCE_EXHAUSTED, grpc.status.CANCELLED]);
 
 interface ServiceState {
   scaler: ServiceScaler;
@@ -237,7 +238,8 @@ export class Frontend {
    * Answers with an encoded InferResponse around the backend's outputs: the tensors go through this hop as the
    * bytes they came as, in and out.
    */
-  async infer(request: RoutedInferRequest, grpcDeadline: Date | number | undefined): Promise<Uint8Array> {
+  /** `signal`: the caller went away (the dispatch is cancelled, and the request ends CANCELLED). */
+  async infer(request: RoutedInferRequest, grpcDeadline: Date | number | undefined, signal?: AbortSignal): Promise<Uint8Array> {
     const arrived = Date.now();
     const service = request.service;
     const label = this.deps.table.get(service) ? service : "_unknown";
@@ -284,6 +286,7 @@ export class Frontend {
             if (ref) this.deps.warmer.warm(service, [ref], Date.now());
           },
         },
+        signal,
       );
       const totalMs = Date.now() - arrived;
       const st = this.services.get(service);

@@ -1,7 +1,7 @@
 import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { systemRandom } from "@infergrid/core";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
-import { addServiceWithMultiplex, ClientCache, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
+import { addServiceWithMultiplex, ClientCache, callSignal, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
 import { PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
 import { Counter } from "prom-client";
 import { BackendTracker } from "./backend-tracker.js";
@@ -73,7 +73,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
             config.grpcPeerRoles,
             ["broker", "direct-client"],
             "Infer",
-            unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline())),
+            unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline(), callSignal(call))),
           ),
         },
         logger,
