@@ -176,12 +176,15 @@ await runService("backend-worker", backendConfig, async (ctx) => {
                 );
               // grpc-js also emits "cancelled" when an answered call's stream closes: only a caller gone before the answer counts.
               let answered = false;
-              const reply = await worker.execute(req, (leave) =>
-                call.once("cancelled", () => {
-                  if (!answered) leave();
-                }),
-              );
-              answered = true;
+              const reply = await worker
+                .execute(req, (leave) =>
+                  call.once("cancelled", () => {
+                    if (!answered) leave();
+                  }),
+                )
+                .finally(() => {
+                  answered = true;
+                });
               executed.inc({ status: backend.ExecuteStatus[reply.status ?? 0] ?? "UNKNOWN" });
               return reply;
             }),

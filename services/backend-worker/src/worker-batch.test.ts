@@ -35,6 +35,8 @@ interface Options {
   controlToken?: string;
   /** The service's SLO the assignment carries. */
   sloMs?: number;
+  /** The worker's clock (Date.now unless given). */
+  now?: () => number;
 }
 
 async function warmBatchWorker(o: Options = {}) {
@@ -56,6 +58,7 @@ async function warmBatchWorker(o: Options = {}) {
       ...(o.controlToken === undefined ? {} : { controlToken: o.controlToken }),
       modelDeps: { sleep: gate.sleep },
     },
+    o.now,
   );
   worker.onAssignment(
     control.BackendAssignment.create({
@@ -90,6 +93,31 @@ function execute(w: Worker, inputs: Record<string, { dims: number[]; data: numbe
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
+  it("a caller leaving after its batch ended does not take the next forming batch's turn with it", async () => {
+    let clock = Date.now();
+    const { worker, gate } = await warmBatchWorker({ maxBatch: 2, batchTimeoutMs: 50, now: () => clock });
+    let leaveFirst: (() => void) | undefined;
+    const first = worker.execute({ service: SERVICE, requestId: "x1", frontendId: "fe-1", inputs: {} }, (leave) => {
+      leaveFirst = leave;
+    });
+    const second = execute(worker);
+    await settle();
+    expect(gate.calls).toHaveLength(1); // a full batch of 2
+    const third = execute(worker); // forms the next batch, due 50 ms on
+    await settle();
+    gate.calls[0]?.end();
+    await first;
+    await second.reply;
+    // Past the forming batch's deadline, before its timer has fired, the first caller's cancel comes in (grpc-js
+    // says "cancelled" once an answered call's stream closes): its request is gone from every batch.
+    clock += 60;
+    leaveFirst?.();
+    await vi.waitFor(() => expect(gate.calls).toHaveLength(2), { timeout: 1000, interval: 1 });
+    gate.calls[1]?.end();
+    expect((await third.reply).status).toBe(S.EXECUTE_STATUS_OK);
+    expect(third.ends).toEqual(["EXECUTE_STATUS_OK"]);
+  });
+
   it("runs k accepted requests as one model call of l(k, c) and answers each once", async () => {
     const { worker, gate, batches } = await warmBatchWorker({ maxBatch: 4, cores: 2 });
     const calls = [execute(worker), execute(worker), execute(worker)];

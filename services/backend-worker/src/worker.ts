@@ -415,9 +415,12 @@ export class Worker {
 
   private withdraw(item: PendingExecute): void {
     const { removed, step } = this.former.withdraw(this.now(), item);
-    if (!removed) return;
-    this.release();
-    item.reject(new GrpcStatusError(grpc.status.CANCELLED, "the caller went away before its batch ran"));
+    if (removed) {
+      this.release();
+      item.reject(new GrpcStatusError(grpc.status.CANCELLED, "the caller went away before its batch ran"));
+    }
+    // Applied even when the item had already left: the step may close the forming batch (its deadline passed),
+    // and a step dropped here is a batch that never runs, holding its slots for good.
     this.applyStep(step);
   }
 
