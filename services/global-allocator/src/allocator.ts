@@ -87,6 +87,9 @@ interface PendingReturn {
   reason: string;
 }
 
+/** How long a backend picked for removal is kept out of the lists if the platform does not remove it. */
+export const RETIRE_TIMEOUT_MS = 300_000;
+
 export interface PoolSnapshot {
   poolSize: number;
   free: number;
@@ -128,7 +131,8 @@ export class Allocator {
   private readonly freeSince = new Map<string, number>();
   private lastDemand = 0;
   /** Backends being removed from the pool: never handed to a list again. */
-  private readonly retiring = new Set<string>();
+  /** Backends picked for removal from the pool, and since when: kept out of every list until they are gone. */
+  private readonly retiring = new Map<string, number>();
   private planned = false;
   /** The last per-type plan (Kairos configurations of the services' budget shares); undefined when not typed. */
   private typedPlan: TypedCapacityPlan | undefined;
@@ -443,9 +447,18 @@ export class Allocator {
     };
   }
 
-  /** Backends the pool is about to lose: kept out of every list from now on. */
-  retire(ids: readonly string[]): void {
-    for (const id of ids) this.retiring.add(id);
+  /**
+   * Backends the pool is about to lose: kept out of every list until they are gone, or for RETIRE_TIMEOUT_MS
+   * (the platform may remove others instead: a StatefulSet ignores the hint, and a Deployment ranks readiness
+   * above it), after which one still alive is free again.
+   */
+  retire(ids: readonly string[], now: number): void {
+    for (const id of ids) if (!this.retiring.has(id)) this.retiring.set(id, now);
+  }
+
+  /** The resize that was to remove them failed: they stay. */
+  unretire(ids: readonly string[]): void {
+    for (const id of ids) this.retiring.delete(id);
   }
 
   /** Per instance type, the backends the last per-type plan asks the pool for; undefined when the cluster is not planned per type. */
@@ -580,6 +593,14 @@ export class Allocator {
   private async reconcileLocked(now: number): Promise<void> {
     if (this.isDeaf(now) || now < this.settleUntil) return;
     const gone = new Set(this.pool.takeGone(now));
+    // Every member ever heard of would stay otherwise (each rollout brings new pod names) until someone asks
+    // for the cluster state.
+    this.members.expire(now, this.options.memberForgetMs);
+    for (const [id, since] of this.retiring) {
+      if (gone.has(id) || now - since <= RETIRE_TIMEOUT_MS) continue;
+      this.retiring.delete(id);
+      this.logger.warn({ backend: id, retiredMs: now - since }, "a backend picked for removal is still in the pool; free again");
+    }
     for (const id of gone) {
       this.retiring.delete(id);
       this.sizes.delete(id);

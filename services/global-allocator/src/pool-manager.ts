@@ -3,6 +3,9 @@ import { type PoolActuator, TypedPools } from "@infergrid/pool-actuator";
 import type { Logger } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
 
+/** What the pool manager reads and asks of the allocator. */
+export type PoolManagerAllocator = Pick<Allocator, "poolView" | "typedTotals" | "retire" | "unretire" | "instanceTypeOf">;
+
 export interface PoolManagerHooks {
   onScaled?(from: number, to: number): void;
 }
@@ -19,7 +22,7 @@ export class PoolManager {
   private readonly shrinkSince = new Map<string, number>();
 
   constructor(
-    private readonly allocator: Allocator,
+    private readonly allocator: PoolManagerAllocator,
     private readonly actuator: PoolActuator,
     private readonly options: PoolSizingOptions,
     private readonly logger: Logger,
@@ -38,10 +41,12 @@ export class PoolManager {
     const view = this.allocator.poolView(now);
     if (!view) return;
     this.busy = true;
+    /** Backends retired for this step's resize: given back to the allocator if it fails. */
+    const retired: string[] = [];
     try {
       const totals = this.allocator.typedTotals();
       if (totals && this.actuator instanceof TypedPools) {
-        await this.stepTypes(now, this.actuator, totals, view.free);
+        await this.stepTypes(now, this.actuator, totals, view.free, retired);
         return;
       }
       // Read back every time: someone (kubectl scale, a rollout) may have changed it.
@@ -49,7 +54,8 @@ export class PoolManager {
       this.requested = requested;
       const decision = planPoolSize({ now, demand: view.demand, requested, free: view.free }, this.options);
       if (decision.size === requested) return;
-      this.allocator.retire(decision.removeFirst);
+      this.allocator.retire(decision.removeFirst, now);
+      retired.push(...decision.removeFirst);
       this.logger.info(
         { from: requested, to: decision.size, removeFirst: decision.removeFirst, reason: decision.reason, actuator: this.actuator.kind },
         "resizing the backend pool",
@@ -58,6 +64,7 @@ export class PoolManager {
       this.requested = decision.size;
       this.hooks.onScaled?.(requested, decision.size);
     } catch (err) {
+      this.allocator.unretire(retired);
       this.logger.warn({ err, actuator: this.actuator.kind }, "pool resize failed; retrying on a later step");
     } finally {
       this.busy = false;
@@ -74,6 +81,7 @@ export class PoolManager {
     pools: TypedPools,
     totals: ReadonlyMap<string, number>,
     free: readonly { id: string; since: number }[],
+    retired: string[],
   ): Promise<void> {
     const current = await pools.currentSizes();
     const changed = new Map<string, number>();
@@ -96,7 +104,8 @@ export class PoolManager {
     }
     this.requested = [...current].reduce((sum, [type, n]) => sum + (changed.get(type) ?? n), 0);
     if (changed.size === 0) return;
-    this.allocator.retire(removeFirst);
+    this.allocator.retire(removeFirst, now);
+    retired.push(...removeFirst);
     this.logger.info(
       { from: Object.fromEntries(current), to: Object.fromEntries(changed), removeFirst, actuator: this.actuator.kind },
       "resizing the per-type pools to the services' configurations",
