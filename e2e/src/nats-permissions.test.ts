@@ -172,7 +172,7 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
     await nc.close();
   });
 
-  it("a backend cannot publish a plan, a frontend's load, or a job record", async () => {
+  it("a backend cannot publish a plan, a frontend's load, a job record, a pool event, or make a job items' consumer", async () => {
     const { nc, errors } = await as("backend-0");
     publishMessage(nc, subjects.plan, control.AllocationPlan, { seq: 999_999, objective: "forged" });
     publishMessage(nc, subjects.load("echo"), control.LoadReport, { frontendId: "frontend-0", service: "echo", arrivals: 1_000_000 });
@@ -182,10 +182,22 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
       draining: true,
     });
     nc.publish("$KV.ig_jobs.job.forged", new Uint8Array([1]));
+    publishMessage(nc, subjects.poolEvents, control.PoolEvent, {
+      kind: control.PoolEventKind.POOL_EVENT_KIND_RETURNED,
+      backendId: "backend-1",
+    });
+    nc.publish("$JS.API.CONSUMER.DURABLE.CREATE.IG_JOB_ITEMS.job-forged", new Uint8Array([1]));
     await nc.flush();
     await sleep(500);
     const all = errors.join("\n");
-    for (const subject of ["ig.plan", "ig.load.echo", "ig.hb.backend.backend-1", "$KV.ig_jobs.job.forged"]) {
+    for (const subject of [
+      "ig.plan",
+      "ig.load.echo",
+      "ig.hb.backend.backend-1",
+      "$KV.ig_jobs.job.forged",
+      "ig.pool.events",
+      "$JS.API.CONSUMER.DURABLE.CREATE.IG_JOB_ITEMS.job-forged",
+    ]) {
       expect(all, subject).toContain(`Permissions Violation for Publish to "${subject}"`);
       // The server logs each refusal with the identity that tried.
       expect(cluster.nats.output(), subject).toContain(`Publish Violation - User "backend-0", Subject "${subject}"`);

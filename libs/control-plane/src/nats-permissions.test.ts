@@ -49,6 +49,18 @@ describe("rolePermissions", () => {
       for (const op of ["PURGE", "DELETE", "UPDATE"])
         expect(mayPublish(role, "x", `$JS.API.STREAM.${op}.KV_ig_registry`), `${role} ${op}`).toBe(false);
     }
+    // Only the allocator makes, changes or pauses the job items' consumers; the others may read them.
+    for (const role of ["frontend", "backend", "console"] as const) {
+      for (const subject of [
+        "$JS.API.CONSUMER.CREATE.IG_JOB_ITEMS",
+        "$JS.API.CONSUMER.CREATE.IG_JOB_ITEMS.job-a.ig.job.items.a",
+        "$JS.API.CONSUMER.DURABLE.CREATE.IG_JOB_ITEMS.job-a",
+        "$JS.API.CONSUMER.PAUSE.IG_JOB_ITEMS.job-a",
+      ])
+        expect(mayPublish(role, "x", subject), `${role} -> ${subject}`).toBe(false);
+      expect(mayPublish(role, "x", "$JS.API.CONSUMER.INFO.IG_JOB_ITEMS.job-a"), role).toBe(true);
+    }
+    expect(mayPublish("allocator", "a", "$JS.API.CONSUMER.CREATE.IG_JOB_ITEMS.job-a.ig.job.items.a")).toBe(true);
     // Only backends take job items; they record results but not job records.
     expect(mayPublish("backend", "b", "$JS.API.CONSUMER.MSG.NEXT.IG_JOB_ITEMS.job-a")).toBe(true);
     expect(mayPublish("frontend", "f", "$JS.API.CONSUMER.MSG.NEXT.IG_JOB_ITEMS.job-a")).toBe(false);

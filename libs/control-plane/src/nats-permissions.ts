@@ -30,7 +30,9 @@ const JS_CLIENT = ["$JS.API.>", "$JS.FC.>"];
 
 /**
  * What no one but the allocator may do through JetStream: write the registry or the job records (KV writes,
- * deletes and purges are publishes to $KV.<bucket>.>), rewrite or remove a stream or its messages.
+ * deletes and purges are publishes to $KV.<bucket>.>), rewrite or remove a stream or its messages, and make,
+ * change or pause a consumer of the job items (one made first under a job's consumer name would keep the job
+ * from ever getting its items; one filtered on every job would block the consumers of the jobs after it).
  */
 const JS_WRITES_DENIED = [
   `$KV.${REGISTRY_BUCKET}.>`,
@@ -40,6 +42,10 @@ const JS_WRITES_DENIED = [
   "$JS.API.STREAM.PURGE.>",
   "$JS.API.STREAM.MSG.DELETE.>",
   `$JS.API.CONSUMER.DELETE.${JOB_ITEMS_STREAM}.>`,
+  `$JS.API.CONSUMER.CREATE.${JOB_ITEMS_STREAM}`,
+  `$JS.API.CONSUMER.CREATE.${JOB_ITEMS_STREAM}.>`,
+  `$JS.API.CONSUMER.DURABLE.CREATE.${JOB_ITEMS_STREAM}.>`,
+  `$JS.API.CONSUMER.PAUSE.${JOB_ITEMS_STREAM}.>`,
 ];
 
 /** Taking (and acknowledging) job items: the backends' and the allocator's business only. */
