@@ -297,6 +297,27 @@ describe("Worker: late binding (Park, holds, Release)", { timeout: 5_000 }, () =
     expect((await execute(worker)).status).toBe(S.EXECUTE_STATUS_OK);
   });
 
+  it("an Execute in a held slot refused before it runs (bad input, read too late) gives the slot back at once", async () => {
+    const { worker, holdsEnded } = await warmWorker({ locMs: 5, holdMs: 60_000 });
+    const cases: [ExecuteInput, string][] = [
+      [{ inputs: { x: { dims: [1], data: [Number.NaN] } } }, "INVALID_ARGUMENT"],
+      [{ deadlineUnixMs: Date.now() - 1 }, "DEADLINE_EXCEEDED"],
+    ];
+    for (const [extra, code] of cases) {
+      const held = await park(worker, { parkId: `p-${code}` }).reply;
+      expect(held.status).toBe(P.PARK_STATUS_HELD);
+      const refused = await execute(worker, { holdId: held.holdId ?? "", ...extra }).then(
+        () => "OK",
+        (err: unknown) => (err instanceof GrpcStatusError ? grpc.status[err.code] : "thrown"),
+      );
+      expect(refused).toBe(code);
+      // Free now, not in a minute when the hold would have expired: a request without a hold is taken.
+      expect(worker.report().state).toBe(B.BACKEND_STATE_WARM_IDLE);
+      expect((await execute(worker)).status).toBe(S.EXECUTE_STATUS_OK);
+    }
+    expect(holdsEnded).toEqual(["released", "released"]);
+  });
+
   it("Release by park id withdraws a waiting park, and gives back a slot already held for it", async () => {
     const { worker, holdsEnded } = await warmWorker({ locMs: 20 });
     const running = execute(worker);
@@ -459,12 +480,21 @@ describe("Worker: reassignment and decommissioning", { timeout: 5_000 }, () => {
     expect((await execute(worker)).computeMs).toBe(7);
   });
 
-  it("a reassignment while a slot is held: the hold's Execute is refused, and its expiry ends the drain", async () => {
-    const { worker, holdsEnded } = await warmWorker({ holdMs: 20 });
+  it("a reassignment while a slot is held: the hold's Execute is refused and gives the slot back, which ends the drain", async () => {
+    const { worker, holdsEnded } = await warmWorker({ holdMs: 60_000 });
     const held = await park(worker, { parkId: "p1" }).reply;
     worker.onAssignment(assignment("next", 2, 2, 1));
     expect(worker.report().state).toBe(B.BACKEND_STATE_DRAINING);
     expect((await execute(worker, { holdId: held.holdId ?? "" })).status).toBe(S.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED);
+    expect(holdsEnded).toEqual(["released"]);
+    expect(worker.report().state).toBe(B.BACKEND_STATE_COLD);
+  });
+
+  it("a reassignment while a slot is held whose Execute never comes: the hold's expiry ends the drain", async () => {
+    const { worker, holdsEnded } = await warmWorker({ holdMs: 20 });
+    await park(worker, { parkId: "p1" }).reply;
+    worker.onAssignment(assignment("next", 2, 2, 1));
+    expect(worker.report().state).toBe(B.BACKEND_STATE_DRAINING);
     await vi.waitFor(() => expect(holdsEnded).toEqual(["expired"]), { timeout: 1000, interval: 1 });
     expect(worker.report().state).toBe(B.BACKEND_STATE_COLD);
   });

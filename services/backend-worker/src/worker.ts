@@ -315,24 +315,39 @@ export class Worker {
    * not an AbortSignal: the server would build a signal (and an abort's DOMException) for every request.
    */
   async execute(req: ExecuteInput, onGone?: (leave: () => void) => void): Promise<backend.ExecuteReply.$Properties> {
-    if (req.undecodable) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
+    // A request refused before it runs gives back the slot held for it at once, not when its hold expires
+    // (the frontend sends no Release after a failed Execute).
+    const giveBackHold = () => {
+      if (!req.holdId || !this.takeHold(req.holdId)) return;
+      this.events.onHoldEnded("released");
+      this.release();
+    };
+    if (req.undecodable) {
+      giveBackHold();
+      throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
+    }
     const now = this.now();
     const deadline = Number(req.deadlineUnixMs ?? 0);
     if (deadline > 0 && deadline <= now) {
       // A call read late (the backend was frozen, or its event loop stalled): its caller has moved on.
       this.events.onLate?.();
+      giveBackHold();
       throw new GrpcStatusError(
         grpc.status.DEADLINE_EXCEEDED,
         `the caller's deadline passed ${now - deadline} ms before the backend could start the request; not run`,
       );
     }
     if (!req.service || req.service !== this.service) {
+      giveBackHold();
       return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
     }
     // The broker and the frontend check only the tensors' form on the bytes they forward; the values are
     // checked here, where they are decoded, before the request takes a slot.
     const problem = inputsProblem(req.inputs);
-    if (problem) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
+    if (problem) {
+      giveBackHold();
+      throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
+    }
     if (req.holdId) {
       // The slot was acquired when the hold was made; an unknown hold has expired and its slot moved on.
       if (!this.takeHold(req.holdId)) return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
