@@ -69,7 +69,7 @@ describe("harvesting a serving backend's idle time", () => {
   }
 
   /** A warm Worker serving SERVICE (model of `computeMs`), with a Harvester wired to it as main.ts does. */
-  async function servingBackend(id: string, computeMs: number, abandonAfterMs = 15_000) {
+  async function servingBackend(id: string, computeMs: number, abandonAfterMs = 15_000, startsStopped = false) {
     let serving = true;
     const runtimes: ChildRuntime[] = [];
     /** The best-effort process's state, sampled inside each request's compute. */
@@ -83,6 +83,8 @@ describe("harvesting a serving backend's idle time", () => {
       createRuntime: (model, random) => {
         const r = new ChildRuntime(toModelSpec(model, 1), random);
         runtimes.push(r);
+        // As the harvester makes it while a request computes: the process starts stopped.
+        if (startsStopped) r.pause();
         return r;
       },
       nominalItemMs: () => ITEM_MS,
@@ -211,5 +213,16 @@ describe("harvesting a serving backend's idle time", () => {
     expect(claims.every((c) => c !== undefined)).toBe(true);
     const b = await servingBackend("hv-3", 30);
     await vi.waitFor(() => expect(b.harvester.job).toBe("hv-b"), { timeout: 3000, interval: 20 });
+  }, 30_000);
+
+  it("stops at once while its best-effort process is stopped before it has loaded (a shutdown during a request's compute)", async () => {
+    await submit("hv-d", 10, 9);
+    const b = await servingBackend("hv-4", 30, 15_000, true);
+    await vi.waitFor(() => expect(b.harvester.job).not.toBe(""), { timeout: 5000, interval: 20 });
+    await vi.waitFor(() => expect(b.runtimes.at(-1)?.pid).toBeDefined(), { timeout: 5000, interval: 5 });
+    const started = Date.now();
+    const stopped = await Promise.race([b.harvester.stop().then(() => "stopped"), sleep(5_000).then(() => "still waiting")]);
+    expect(stopped).toBe("stopped");
+    expect(Date.now() - started).toBeLessThan(2_000);
   }, 30_000);
 });

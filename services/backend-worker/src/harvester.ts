@@ -125,8 +125,12 @@ export class Harvester {
     clearInterval(this.pollTimer);
     clearTimeout(this.checkTimer);
     this.allowRun();
-    await this.runner.stop(LET_GO_MS);
+    // The runner gives the item in flight back as it is told to stop; the process is killed before waiting for
+    // the runner to end, since a process stopped for a request's compute (started stopped, still loading) would
+    // never load nor answer, and the runner would wait for it for good.
+    const stopped = this.runner.stop(LET_GO_MS);
     this.runtime?.discard();
+    await stopped;
   }
 
   private scheduleCheck(): void {
