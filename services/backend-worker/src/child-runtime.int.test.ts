@@ -3,6 +3,7 @@
  * computation where it is (the process is in state T and the call takes the stop's length longer), a continue
  * lets it finish, and discarding kills it and fails its call, the next call starting a new process.
  */
+import { EventEmitter } from "node:events";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { seededRandom } from "@infergrid/core";
@@ -77,6 +78,29 @@ describe("a best-effort model in a child process", () => {
     expect(stateOf(r.pid as number)).toBe("T");
     r.resume();
     await expect(next).resolves.toBeDefined();
+  });
+});
+
+describe("a best-effort process that fails", () => {
+  it("an 'error' of its process (a failed fork, a message to a process gone) fails its calls, and the next call starts anew", async () => {
+    const r = new ChildRuntime(SPEC, seededRandom(1));
+    try {
+      await r.load();
+      const first = r.pid;
+      const call = r.infer(INPUTS);
+      await sleep(50);
+      // What Node emits when a fork fails at the pids limit, or a send finds the channel closed: with no
+      // listener, an uncaught exception in the backend.
+      const child: unknown = Reflect.get(r, "child");
+      if (!(child instanceof EventEmitter)) throw new Error("no child process");
+      child.emit("error", Object.assign(new Error("spawn EAGAIN"), { code: "EAGAIN" }));
+      await expect(call).rejects.toThrow(/best-effort process failed: spawn EAGAIN/);
+      const next = await r.infer(INPUTS);
+      expect(next.computeMs).toBeGreaterThan(0);
+      expect(r.pid).not.toBe(first);
+    } finally {
+      r.discard();
+    }
   });
 });
 

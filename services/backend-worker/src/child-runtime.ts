@@ -150,13 +150,23 @@ export class ChildRuntime implements PausableRuntime {
           }
         }
       });
-      child.once("exit", (code, signal) => {
-        const err = new Error(`the best-effort process exited (${signal ?? code})`);
+      const gone = (err: Error) => {
         reject(err);
         if (this.child === child) {
           this.child = undefined;
           this.loaded = undefined;
           this.failAll(err);
+        }
+      };
+      child.once("exit", (code, signal) => gone(new Error(`the best-effort process exited (${signal ?? code})`)));
+      // A fork that failed (EAGAIN at the pids limit, EMFILE) or a message to a process already gone: without a
+      // listener the event would be an uncaught exception, taking the backend and its inference requests down.
+      child.on("error", (err) => {
+        gone(new Error(`the best-effort process failed: ${err.message}`));
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // Never started, or already gone.
         }
       });
     });
