@@ -15,6 +15,8 @@ class MemoryJobs implements JobsPort {
   readonly records = new Map<string, { job: control.BestEffortJob; revision: number }>();
   readonly progressOf = new Map<string, { done: number; pending: number; inFlight: number }>();
   readonly removed: string[] = [];
+  /** Calls of each kind that fail next, as JetStream does when NATS is away. */
+  readonly failing = { ensureItems: 0, removeItems: 0 };
   async getJob(name: string) {
     return this.records.get(name);
   }
@@ -31,12 +33,14 @@ class MemoryJobs implements JobsPort {
     return [...this.records.values()].map((r) => r.job);
   }
   async ensureItems(spec: control.IBestEffortJobSpec) {
+    if (this.failing.ensureItems > 0 && this.failing.ensureItems--) throw new Error("publish ack timed out");
     if (!this.progressOf.has(spec.name ?? "")) this.progressOf.set(spec.name ?? "", { done: 0, pending: spec.items ?? 0, inFlight: 0 });
   }
   async progress(name: string) {
     return this.progressOf.get(name) ?? { done: 0, pending: 0, inFlight: 0 };
   }
   async removeItems(name: string) {
+    if (this.failing.removeItems > 0 && this.failing.removeItems--) throw new Error("purge timed out");
     this.removed.push(name);
   }
 }
@@ -203,6 +207,33 @@ describe("the allocator's loans", () => {
     await loans.step(3_000, view({ ...busy, live: ["b1", "b3", "b4", "b5", "b6"] }));
     expect(loans.get("h").harvesting).toEqual([]);
     expect(store.records.get("h")?.job.harvesting).toEqual([]);
+  });
+
+  it("a job whose items could not be published is still the job: retried submissions get it, and a step publishes them", async () => {
+    const { loans, view, store, assigned } = setup();
+    store.failing.ensureItems = 2;
+    expect((await loans.submit(spec("a"), 0)).created).toBe(true);
+    expect(store.progressOf.has("a")).toBe(false);
+    // The client retries: the same job, not "written concurrently" forever.
+    expect((await loans.submit(spec("a"), 1)).created).toBe(false);
+    await loans.step(1_000, view()); // the second failure: logged, tried again next step
+    expect(store.progressOf.has("a")).toBe(false);
+    await loans.step(2_000, view());
+    expect(store.progressOf.get("a")?.pending).toBe(100);
+    expect([...assigned.values()].filter((j) => j === "a").length).toBeGreaterThan(0);
+  });
+
+  it("a cancel that failed half-way is finished by the next one: items removed, loans asked back", async () => {
+    const { loans, view, store, assigned } = setup();
+    await loans.submit(spec("a"), 0);
+    await loans.step(1_000, view());
+    expect([...assigned.values()].filter((j) => j === "a")).toHaveLength(3);
+    store.failing.removeItems = 1;
+    await expect(loans.cancel("a", 2_000)).rejects.toThrow(/purge timed out/);
+    expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_CANCELLED);
+    expect((await loans.cancel("a", 3_000)).state).toBe(control.JobState.JOB_STATE_CANCELLED);
+    expect(store.removed).toEqual(["a"]);
+    expect([...assigned.values()].filter((j) => j === "a")).toEqual([]);
   });
 
   it("serves jobs by priority, and cancels one", async () => {

@@ -78,6 +78,8 @@ interface JobRecord {
   dirty: boolean;
   /** Per backend, the items it reported redone for this job (heartbeats carry running totals). */
   redone: Map<string, number>;
+  /** Its items are in the work queue (ensureItems succeeded since this allocator started, or submitted it). */
+  itemsPublished: boolean;
 }
 
 /** What the allocator tells the loan manager each control step. */
@@ -147,6 +149,8 @@ export class LoanManager {
           progressAt: Number.NEGATIVE_INFINITY,
           dirty: false,
           redone: new Map(),
+          // A restart between a job's record and its items finds the record: the next step publishes them.
+          itemsPublished: false,
         });
     }
     for (const a of assignments) {
@@ -189,11 +193,20 @@ export class LoanManager {
     } catch (err) {
       throw new GrpcStatusError(grpc.status.ABORTED, `job ${spec.name} was written concurrently; retry (${String(err)})`);
     }
-    // Record first, items second: a restart between the two finds the record and publishes the items then.
-    await this.store.ensureItems(spec);
-    const record: JobRecord = { job, revision, progress: undefined, progressAt: Number.NEGATIVE_INFINITY, dirty: false, redone: new Map() };
+    // Record first, items second: if publishing them fails (or the allocator restarts between the two), the
+    // record is there and each step tries again; a client retrying the same submission gets the job.
+    const record: JobRecord = {
+      job,
+      revision,
+      progress: undefined,
+      progressAt: Number.NEGATIVE_INFINITY,
+      dirty: false,
+      redone: new Map(),
+      itemsPublished: false,
+    };
     this.jobs.set(spec.name, record);
     this.logger.info({ job: spec.name, items: spec.items, minBackends: spec.minBackends, maxBackends: spec.maxBackends }, "job submitted");
+    await this.publishItems(record);
     return { job: this.view(record), created: true };
   }
 
@@ -214,12 +227,28 @@ export class LoanManager {
       r.job.state = S.JOB_STATE_CANCELLED;
       r.job.finishedAtUnixMs = now;
       r.dirty = true;
+      this.logger.info({ job: name }, "job cancelled");
+    }
+    // Done again on a cancel of a cancelled job: a retry after a failure here (NATS away) finishes the work,
+    // where it used to answer at once and leave the items queued and the loans with the job.
+    if (r.job.state === S.JOB_STATE_CANCELLED) {
       await this.store.removeItems(name);
       for (const [id, loan] of this.loans) if (loan.job === name && Number.isNaN(loan.returningSince)) await this.askBack(id, loan, now);
       await this.flush(r);
-      this.logger.info({ job: name }, "job cancelled");
     }
     return this.view(r);
+  }
+
+  /** Puts an unfinished job's items in the work queue, once; a failure is logged and the next step tries again. */
+  private async publishItems(r: JobRecord): Promise<void> {
+    const spec = r.job.spec;
+    if (r.itemsPublished || !spec || finished(r.job.state)) return;
+    try {
+      await this.store.ensureItems(spec);
+      r.itemsPublished = true;
+    } catch (err) {
+      this.logger.warn({ err, job: spec.name }, "publishing the job's items failed; trying again next step");
+    }
   }
 
   // ---- inputs ----------------------------------------------------------------------------------
@@ -294,6 +323,7 @@ export class LoanManager {
    * step, once out of the lists).
    */
   async step(now: number, view: LoanView): Promise<number> {
+    for (const r of this.jobs.values()) await this.publishItems(r);
     const live = new Set(view.live);
     for (const [id, job] of [...this.harvesters])
       if (!live.has(id)) {
