@@ -62,6 +62,8 @@ function setUp(outcomes: Record<string, number | "fail">) {
     },
   } as unknown as Dispatcher;
   const published: { subject: string; data: Uint8Array }[] = [];
+  /** What the warmer was told to keep, at each autoscale tick. */
+  const kept: string[][] = [];
   const nc = { publish: (subject: string, data: Uint8Array) => published.push({ subject, data }) } as unknown as NatsConnection;
   const metrics = new Registry();
   const frontend = new Frontend({
@@ -69,7 +71,7 @@ function setUp(outcomes: Record<string, number | "fail">) {
     table,
     tracker: new BackendTracker(5_000),
     dispatcher,
-    warmer: { warm: () => {} } as unknown as Warmer,
+    warmer: { warm: () => {}, forgetExcept: (ids: string[]) => kept.push([...ids]) } as unknown as Warmer,
     newScaler: () => new StaticScaler(),
     requestTimeoutMs: 10_000,
     nc,
@@ -88,7 +90,7 @@ function setUp(outcomes: Record<string, number | "fail">) {
     return found?.value;
   };
   const reports = () => published.map((p) => control.LoadReport.decode(p.data));
-  return { frontend, change, value, reports, prunable, during };
+  return { frontend, change, value, reports, prunable, during, kept };
 }
 
 afterEach(() => {
@@ -150,6 +152,15 @@ describe("Frontend SLO metrics", () => {
     frontend.publishLoad(Date.now());
     const [report] = reports();
     expect(report).toMatchObject({ service: "svc", withinSlo: 2, completed: 3, failed: 1 });
+  });
+
+  it("each autoscale tick has the warmer forget the backends no list holds any more", () => {
+    const { frontend, change, kept } = setUp({});
+    change("svc", view("svc", 100, 95));
+    frontend.autoscaleTick(Date.now());
+    change("svc", undefined);
+    frontend.autoscaleTick(Date.now());
+    expect(kept).toEqual([["b1"], []]);
   });
 
   it("a request answered after its service was removed does not bring the service back", async () => {

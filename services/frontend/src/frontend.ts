@@ -197,7 +197,10 @@ export class Frontend {
       const entry = this.deps.table.get(name);
       if (entry) this.rescale(name, entry, now);
     }
-    this.deps.tracker.forgetExcept(this.deps.table.names().flatMap((n) => this.deps.table.get(n)?.backends.map((b) => b.backendId) ?? []));
+    const listed = this.deps.table.names().flatMap((n) => this.deps.table.get(n)?.backends.map((b) => b.backendId) ?? []);
+    this.deps.tracker.forgetExcept(listed);
+    // Every backend ever warmed would stay in the warmer's memory otherwise.
+    this.deps.warmer.forgetExcept(listed);
   }
 
   publishLoad(now: number): void {

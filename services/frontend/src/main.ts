@@ -57,7 +57,11 @@ await runService("frontend", frontendConfig, async (ctx) => {
   const fe = frontend;
   table.start();
 
-  const autoscale = setInterval(() => fe.autoscaleTick(Date.now()), config.autoscaleMs);
+  const autoscale = setInterval(() => {
+    fe.autoscaleTick(Date.now());
+    // A late Release or withdraw to a backend no longer listed opens a channel to it; it is closed here.
+    clients.retain(table.addresses());
+  }, config.autoscaleMs);
   const reports = setInterval(() => fe.publishLoad(Date.now()), config.loadReportMs);
   const member = await serveMember(ctx, {
     role: "frontend",
