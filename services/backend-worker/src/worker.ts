@@ -274,11 +274,9 @@ export class Worker {
   private async load(model: control.ModelSpec.$Properties | null | undefined): Promise<void> {
     this.loadGeneration += 1;
     const generation = this.loadGeneration;
+    let runtime: ModelRuntime | undefined;
     try {
-      const runtime = createModelRuntime(
-        toModelSpec(model, this.defaultThreads, this.options.instanceType, this.cores),
-        this.options.modelDeps,
-      );
+      runtime = createModelRuntime(toModelSpec(model, this.defaultThreads, this.options.instanceType, this.cores), this.options.modelDeps);
       const { coldStartMs } = await runtime.load();
       // A Resize that came while it loaded: the model must run on the size the backend now reports.
       if (runtime.resize && runtime.cores !== undefined && runtime.cores !== this.cores) await runtime.resize(this.cores);
@@ -295,6 +293,8 @@ export class Worker {
       this.logger.info({ model: runtime.name, coldStartMs: Math.round(coldStartMs) }, "model loaded (cold start)");
       this.serveParked();
     } catch (err) {
+      // Loaded, then failed (a resize to the reported cores, say): what it loaded is not kept running unused.
+      if (runtime && runtime !== this.runtime) await runtime.unload().catch((e: unknown) => this.logger.warn({ err: e }, "unload failed"));
       if (generation !== this.loadGeneration) return;
       this.machine.loadFailed(this.now());
       this.meter.observe(this.id, this.machine.state, this.now());
