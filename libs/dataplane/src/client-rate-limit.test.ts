@@ -44,5 +44,15 @@ describe("peerAddress", () => {
     expect(peerAddress("ipv6:[::1]:5321")).toBe("::1");
     expect(peerAddress("127.0.0.1")).toBe("127.0.0.1");
     expect(peerAddress("::ffff:10.0.0.1")).toBe("::ffff:10.0.0.1");
+    expect(peerAddress("unknown")).toBe("unknown");
+  });
+
+  it("drops the port of an IPv6 peer as grpc-js's server and the direct path write it (no brackets)", () => {
+    expect(peerAddress("127.0.0.1:5321")).toBe("127.0.0.1");
+    expect(peerAddress("::1:5321")).toBe("::1");
+    expect(peerAddress("::ffff:10.0.0.1:40000")).toBe("::ffff:10.0.0.1");
+    expect(peerAddress("2001:db8::7:443")).toBe("2001:db8::7");
+    // Two connections of one client are one client.
+    expect(peerAddress("::1:5321")).toBe(peerAddress("::1:40000"));
   });
 });

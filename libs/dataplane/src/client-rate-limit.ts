@@ -1,3 +1,5 @@
+import { isIP } from "node:net";
+
 /**
  * Per-client token buckets at the broker: a client may send `ratePerSec` requests a second with bursts of
  * `burst`; beyond that it is refused before any work is done, told when a token will be there. Time comes in as
@@ -44,11 +46,17 @@ export class ClientRateLimiter {
   }
 }
 
-/** The client a gRPC peer string names ("ipv4:127.0.0.1:5321", "ipv6:[::1]:5321"): its address without the port. */
+/**
+ * The client a gRPC peer string names, its address without the port: "ipv4:127.0.0.1:5321", "ipv6:[::1]:5321", or
+ * as grpc-js's server and the direct path give it, address and port joined by a colon however many the address
+ * has ("::1:5321", "::ffff:10.0.0.1:40000"). A trailing ":<digits>" is a port when what precedes it is an IP
+ * address; keeping it made every IPv6 connection a client of its own (and a fresh rate limit per reconnect).
+ */
 export function peerAddress(peer: string): string {
   const bare = peer.replace(/^(ipv4|ipv6|unix):/, "");
   const bracket = /^\[([^\]]+)\]/.exec(bare);
   if (bracket?.[1]) return bracket[1];
-  const colon = bare.lastIndexOf(":");
-  return colon > 0 && bare.indexOf(":") === colon ? bare.slice(0, colon) : bare;
+  const port = /:(\d{1,5})$/.exec(bare);
+  if (port && isIP(bare.slice(0, port.index)) !== 0) return bare.slice(0, port.index);
+  return bare;
 }
