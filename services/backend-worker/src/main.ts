@@ -237,6 +237,8 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   return {
     ready: member.ready,
     shutdown: [
+      // What waits for its batch to fill runs now: the frontends are about to stop sending.
+      { name: "batches", run: () => worker.drainForShutdown() },
       // A job first, as a reclaim: its item in flight must be finished or given back while NATS is still up.
       { name: "job", run: () => jobRunner.stop(config.shutdownGraceMs) },
       // Harvested items go back at once: they were only ever run in idle time.

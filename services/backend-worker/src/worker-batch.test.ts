@@ -93,6 +93,23 @@ function execute(w: Worker, inputs: Record<string, { dims: number[]; data: numbe
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
+  it("shutting down runs a partial batch at once, and every request after it, under an infinite batch timeout", async () => {
+    const { worker, gate, batches } = await warmBatchWorker({ maxBatch: 4 });
+    const waiting = [execute(worker), execute(worker)];
+    await settle();
+    expect(gate.calls).toHaveLength(0); // b = 4 and no timeout: it would wait for good
+    worker.drainForShutdown();
+    await settle();
+    expect(gate.calls.map((c) => c.ms)).toEqual([l(2, 1)]);
+    gate.calls[0]?.end();
+    for (const r of await Promise.all(waiting.map((w) => w.reply))) expect(r.status).toBe(S.EXECUTE_STATUS_OK);
+    const late = execute(worker);
+    await vi.waitFor(() => expect(gate.calls).toHaveLength(2), { timeout: 1000, interval: 1 });
+    gate.calls[1]?.end();
+    expect((await late.reply).status).toBe(S.EXECUTE_STATUS_OK);
+    expect(batches).toEqual([2, 1]);
+  });
+
   it("a caller leaving after its batch ended does not take the next forming batch's turn with it", async () => {
     let clock = Date.now();
     const { worker, gate } = await warmBatchWorker({ maxBatch: 2, batchTimeoutMs: 50, now: () => clock });

@@ -248,6 +248,16 @@ export class Worker {
   }
 
   /**
+   * Shutting down: a partial batch runs as it is now, and so does every request after (no wait for a batch to
+   * fill: with an infinite batch timeout the requests admitted would otherwise wait for good and be cut off by the
+   * server's forced shutdown); parked calls are told at once, and park elsewhere.
+   */
+  drainForShutdown(): void {
+    this.applyStep(this.former.resize(this.now(), this.former.maxBatch, 0));
+    this.refuseParked(backend.ParkStatus.PARK_STATUS_REFUSED_DRAINING);
+  }
+
+  /**
    * Sets how many requests the machine admits (admittedRequests): a service whose model has a Themis profile
    * is sized by a batching-aware policy, so its backend admits the batches it can finish within half the SLO
    * (at its current batch size and cores: called again after every resize).
