@@ -325,39 +325,18 @@ export class Worker {
    * not an AbortSignal: the server would build a signal (and an abort's DOMException) for every request.
    */
   async execute(req: ExecuteInput, onGone?: (leave: () => void) => void): Promise<backend.ExecuteReply.$Properties> {
-    // A request refused before it runs gives back the slot held for it at once, not when its hold expires
-    // (the frontend sends no Release after a failed Execute).
-    const giveBackHold = () => {
-      if (!req.holdId || !this.takeHold(req.holdId)) return;
-      this.events.onHoldEnded("released");
-      this.release();
-    };
-    if (req.undecodable) {
-      giveBackHold();
-      throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
+    const refused = this.refusedBeforeRun(req);
+    if (refused) {
+      // A request refused before it runs gives back the slot held for it at once, not when its hold expires
+      // (the frontend sends no Release after a failed Execute).
+      if (req.holdId && this.takeHold(req.holdId)) {
+        this.events.onHoldEnded("released");
+        this.release();
+      }
+      if (refused instanceof GrpcStatusError) throw refused;
+      return refused;
     }
     const now = this.now();
-    const deadline = Number(req.deadlineUnixMs ?? 0);
-    if (deadline > 0 && deadline <= now) {
-      // A call read late (the backend was frozen, or its event loop stalled): its caller has moved on.
-      this.events.onLate?.();
-      giveBackHold();
-      throw new GrpcStatusError(
-        grpc.status.DEADLINE_EXCEEDED,
-        `the caller's deadline passed ${now - deadline} ms before the backend could start the request; not run`,
-      );
-    }
-    if (!req.service || req.service !== this.service) {
-      giveBackHold();
-      return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
-    }
-    // The broker and the frontend check only the tensors' form on the bytes they forward; the values are
-    // checked here, where they are decoded, before the request takes a slot.
-    const problem = inputsProblem(req.inputs);
-    if (problem) {
-      giveBackHold();
-      throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
-    }
     if (req.holdId) {
       // The slot was acquired when the hold was made; an unknown hold has expired and its slot moved on.
       if (!this.takeHold(req.holdId)) return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
@@ -397,6 +376,28 @@ export class Worker {
       if (err instanceof InvalidModelInputError) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, err.message);
       throw err;
     }
+  }
+
+  /** Why a request is not run at all (an error, or a refusal the frontend acts on); undefined when it may run. */
+  private refusedBeforeRun(req: ExecuteInput): GrpcStatusError | backend.ExecuteReply.$Properties | undefined {
+    if (req.undecodable) return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
+    const now = this.now();
+    const deadline = Number(req.deadlineUnixMs ?? 0);
+    if (deadline > 0 && deadline <= now) {
+      // A call read late (the backend was frozen, or its event loop stalled): its caller has moved on.
+      this.events.onLate?.();
+      return new GrpcStatusError(
+        grpc.status.DEADLINE_EXCEEDED,
+        `the caller's deadline passed ${now - deadline} ms before the backend could start the request; not run`,
+      );
+    }
+    if (!req.service || req.service !== this.service) {
+      return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_NOT_ASSIGNED, report: this.report() };
+    }
+    // The broker and the frontend check only the tensors' form on the bytes they forward; the values are
+    // checked here, where they are decoded, before the request takes a slot.
+    const problem = inputsProblem(req.inputs);
+    return problem ? new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem) : undefined;
   }
 
   /** Runs a batch the former closed, answers each of its requests once, and starts what forms next. */

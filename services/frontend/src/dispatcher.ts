@@ -169,8 +169,6 @@ class Flight {
   /** The current park round: its id on the wire, the backends it went to, and the handle that cancels the calls. */
   private park: { round: number; parkId: string; refs: Map<string, BackendRef>; hung: AbortController } | undefined;
   private settled = false;
-  /** Cancels the outstanding Execute when the request ends without it (its caller went away). */
-  private executing: AbortController | undefined;
   private readonly onCancelled = () => this.feed({ kind: "cancelled" });
 
   constructor(
@@ -289,7 +287,6 @@ class Flight {
         return;
       case "fail": {
         const service = this.request.service;
-        if (a.status === "cancelled") this.executing?.abort();
         if (a.status === "rejected") {
           this.settle(undefined, new GrpcStatusError(a.code ?? grpc.status.UNKNOWN, a.message));
           return;
@@ -313,8 +310,6 @@ class Flight {
     const freed = () => {
       if (busyMark !== undefined && this.d.busyUntil.get(ref.backendId) === busyMark) this.d.busyUntil.delete(ref.backendId);
     };
-    const executing = new AbortController();
-    this.executing = executing;
     unaryCall(
       this.d.clients.get(ref.address),
       RoutedExecuteDefinition.Execute,
@@ -327,7 +322,8 @@ class Flight {
         holdId,
         deadlineUnixMs: callDeadline,
       },
-      { deadline: callDeadline, signal: executing.signal },
+      // The caller's own signal: its abort reaches this call after the machine has ended the request.
+      { deadline: callDeadline, ...(this.signal ? { signal: this.signal } : {}) },
     ).then(
       (reply) => {
         freed();
@@ -341,8 +337,8 @@ class Flight {
       },
       (err: unknown) => {
         freed();
-        // Cancelled by this request's end (its caller went away): nothing to learn of the backend.
-        if (executing.signal.aborted) return;
+        // Cancelled because its caller went away: nothing to learn of the backend.
+        if (this.signal?.aborted) return;
         const s = statusOf(err);
         if (NO_RETRY.has(s.code)) {
           this.feed({ kind: "rejected", code: s.code, message: s.details });

@@ -239,9 +239,9 @@ export class Frontend {
 
   /**
    * Answers with an encoded InferResponse around the backend's outputs: the tensors go through this hop as the
-   * bytes they came as, in and out.
+   * bytes they came as, in and out. `signal`: the caller went away (the dispatch is cancelled, and the request
+   * ends CANCELLED).
    */
-  /** `signal`: the caller went away (the dispatch is cancelled, and the request ends CANCELLED). */
   async infer(request: RoutedInferRequest, grpcDeadline: Date | number | undefined, signal?: AbortSignal): Promise<Uint8Array> {
     const arrived = Date.now();
     const service = request.service;

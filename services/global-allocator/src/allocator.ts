@@ -130,7 +130,6 @@ export class Allocator {
   /** Free backends (in no list) and since when, as of the last control step. */
   private readonly freeSince = new Map<string, number>();
   private lastDemand = 0;
-  /** Backends being removed from the pool: never handed to a list again. */
   /** Backends picked for removal from the pool, and since when: kept out of every list until they are gone. */
   private readonly retiring = new Map<string, number>();
   private planned = false;
