@@ -188,8 +188,12 @@ describe("harvesting a serving backend's idle time", () => {
     const b = await servingBackend("hv-2", 500, 150);
     await vi.waitFor(() => expect(b.harvester.job).toBe("hv-b"), { timeout: 5000, interval: 20 });
     await vi.waitFor(async () => expect((await store.progress("hv-b")).done).toBeGreaterThan(0), { timeout: 10_000, interval: 20 });
-    await vi.waitFor(() => expect(b.harvester.itemInFlight).toBe(true), { timeout: 5000, interval: 5 });
-    await b.worker.execute({ service: SERVICE, requestId: "long", frontendId: "fe", inputs: INPUTS });
+    // An item seen in flight may still finish before the request's stop lands (its result already on the way
+    // from the child on a loaded machine): then nothing was stopped too long, and the next request tries again.
+    for (let attempt = 0; attempt < 5 && !b.outcomes.includes("abandoned"); attempt++) {
+      await vi.waitFor(() => expect(b.harvester.itemInFlight).toBe(true), { timeout: 5000, interval: 5 });
+      await b.worker.execute({ service: SERVICE, requestId: `long-${attempt}`, frontendId: "fe", inputs: INPUTS });
+    }
     expect(b.outcomes).toContain("abandoned");
     b.stopServing();
     await vi.waitFor(() => expect(b.harvester.job).toBe(""), { timeout: 3000, interval: 20 });
