@@ -59,6 +59,16 @@ describe("the harvest gate of a warm inference backend", () => {
     expect(gate.check(7_000)).toBe("abandon");
   });
 
+  it("keeps a clock of the time the process may run, stopped while the process is", () => {
+    const gate = new HarvestGate(1_000, OPTIONS);
+    expect(gate.runningMs(1_400)).toBe(400);
+    gate.computeStarts(1_400);
+    gate.computeEnds(1_500);
+    expect(gate.runningMs(1_540)).toBe(400);
+    expect(gate.check(1_550)).toBe("resume");
+    expect(gate.runningMs(1_600)).toBe(450);
+  });
+
   it("refuses an end without a start, and bad options", () => {
     expect(() => new HarvestGate(0, OPTIONS).computeEnds(1)).toThrow(/never started/);
     expect(() => new HarvestGate(0, { resumeAfterMs: -1, abandonAfterMs: 1 })).toThrow(RangeError);
@@ -74,8 +84,10 @@ describe("the harvest gate of a warm inference backend", () => {
         let now = 0;
         let computing = 0;
         let running = true;
+        let ran = 0;
         for (const [kind, gap] of events) {
           now += gap;
+          if (running) ran += gap;
           if (kind === "start") {
             const stop = gate.computeStarts(now);
             expect(stop).toBe(running);
@@ -96,6 +108,7 @@ describe("the harvest gate of a warm inference backend", () => {
           }
           expect(gate.isStopped).toBe(!running);
           if (computing > 0) expect(gate.isStopped).toBe(true);
+          expect(gate.runningMs(now)).toBe(ran);
         }
       }),
     );

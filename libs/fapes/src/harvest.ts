@@ -35,6 +35,9 @@ export class HarvestGate {
   private stopped = false;
   private stoppedAtMs = Number.NaN;
   private idleSinceMs: number;
+  private readonly startedAtMs: number;
+  /** Time the process spent stopped, over the stops that ended. */
+  private stoppedTotalMs = 0;
   /** The stopped item was given up: nothing to abandon again until the process resumes. */
   private abandoned = false;
 
@@ -45,6 +48,13 @@ export class HarvestGate {
     if (!(options.resumeAfterMs >= 0) || !(options.abandonAfterMs > 0))
       throw new RangeError(`harvest: resumeAfterMs must be >= 0 and abandonAfterMs > 0, got ${JSON.stringify(options)}`);
     this.idleSinceMs = nowMs;
+    this.startedAtMs = nowMs;
+  }
+
+  /** The time the best-effort process has been allowed to run since the gate was made: a clock that stops with it. */
+  runningMs(nowMs: number): number {
+    const stoppedNow = this.stopped ? Math.max(0, nowMs - this.stoppedAtMs) : 0;
+    return nowMs - this.startedAtMs - this.stoppedTotalMs - stoppedNow;
   }
 
   /** Whether the best-effort process is stopped now. */
@@ -91,6 +101,7 @@ export class HarvestGate {
     if (!this.stopped) return undefined;
     if (this.computing === 0 && nowMs >= this.idleSinceMs + this.options.resumeAfterMs) {
       this.stopped = false;
+      this.stoppedTotalMs += Math.max(0, nowMs - this.stoppedAtMs);
       this.stoppedAtMs = Number.NaN;
       this.abandoned = false;
       return "resume";

@@ -69,7 +69,13 @@ describe("harvesting a serving backend's idle time", () => {
   }
 
   /** A warm Worker serving SERVICE (model of `computeMs`), with a Harvester wired to it as main.ts does. */
-  async function servingBackend(id: string, computeMs: number, abandonAfterMs = 15_000, startsStopped = false) {
+  async function servingBackend(
+    id: string,
+    computeMs: number,
+    abandonAfterMs = 15_000,
+    startsStopped = false,
+    hungAfterMs?: (expectedMs: number) => number,
+  ) {
     let serving = true;
     const runtimes: ChildRuntime[] = [];
     /** The best-effort process's state, sampled inside each request's compute. */
@@ -93,6 +99,7 @@ describe("harvesting a serving backend's idle time", () => {
       pollMs: 200,
       claimWaitMs: 200,
       onItem: (_job, outcome) => outcomes.push(outcome),
+      ...(hungAfterMs ? { hungAfterMs } : {}),
     });
     const worker = new Worker(
       id,
@@ -228,5 +235,22 @@ describe("harvesting a serving backend's idle time", () => {
     const stopped = await Promise.race([b.harvester.stop().then(() => "stopped"), sleep(5_000).then(() => "still waiting")]);
     expect(stopped).toBe("stopped");
     expect(Date.now() - started).toBeLessThan(2_000);
+  }, 30_000);
+
+  it("gives back an item whose computation hangs, and kills the process it hung in", async () => {
+    // Items of 20 s against a limit of 300 ms of running time: to the runner, each one hangs.
+    await submit("hv-e", 3, 50, 20_000);
+    const b = await servingBackend("hv-5", 30, 15_000, false, () => 300);
+    await vi.waitFor(() => expect(b.harvester.itemInFlight).toBe(true), { timeout: 5000, interval: 5 });
+    const pid = b.runtimes[0]?.pid;
+    expect(pid).toBeDefined();
+    await vi.waitFor(() => expect(b.outcomes).toContain("failed"), { timeout: 5000, interval: 10 });
+    // Killed, not left computing beside the inference model.
+    await vi.waitFor(() => expect(() => process.kill(pid as number, 0)).toThrow(/ESRCH/), { timeout: 2000, interval: 10 });
+    expect(await resultsOf("hv-e")).toEqual([]);
+    expect((await store.progress("hv-e")).done).toBe(0);
+    // The backend still serves.
+    const reply = await b.worker.execute({ service: SERVICE, requestId: "after-hang", frontendId: "fe", inputs: INPUTS });
+    expect(backend.ExecuteStatus[reply.status ?? 0]).toBe("EXECUTE_STATUS_OK");
   }, 30_000);
 });

@@ -22,7 +22,7 @@ export interface HarvestStore extends JobItems {
 
 /** A loaned backend's runner options it shares, and what harvesting adds. */
 export interface HarvesterOptions
-  extends Pick<JobRunnerOptions, "backendId" | "logger" | "nominalItemMs" | "claimWaitMs" | "now" | "onItem"> {
+  extends Pick<JobRunnerOptions, "backendId" | "logger" | "nominalItemMs" | "claimWaitMs" | "now" | "onItem" | "hungAfterMs"> {
   store: HarvestStore;
   /** The job's model in a process it can stop (child-runtime.ts). */
   createRuntime(model: control.ModelSpec.$Properties | null | undefined, random: Random): PausableRuntime;
@@ -76,7 +76,10 @@ export class Harvester {
         options.onItem?.(job, outcome, wallMs);
       },
       readyToClaim: () => this.runnable,
+      // Time stopped for inference is not time the item could compute.
+      computeClock: () => this.gate.runningMs(this.now()),
       ...(options.claimWaitMs === undefined ? {} : { claimWaitMs: options.claimWaitMs }),
+      ...(options.hungAfterMs === undefined ? {} : { hungAfterMs: options.hungAfterMs }),
       now: this.now,
     });
   }

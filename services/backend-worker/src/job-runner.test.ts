@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ClaimedItem } from "@infergrid/control-plane";
-import { createModelRuntime } from "@infergrid/models";
+import { createModelRuntime, type ModelRuntime } from "@infergrid/models";
 import { backend, control } from "@infergrid/proto";
 import { createLogger } from "@infergrid/runtime";
 import { eventually } from "@infergrid/testkit";
@@ -84,7 +84,87 @@ const loan = (s: control.BestEffortJobSpec.$Properties, graceMs = 0, version = 1
   control.BackendAssignment.create({ backendId: "b1", job: s.name, jobSpec: s, graceMs, version });
 const reclaim = (version = 2) => control.BackendAssignment.create({ backendId: "b1", service: "svc", version });
 
+/** A model whose calls never end (a hung runtime), counting its calls and unloads. */
+function hangingRuntime() {
+  const counts = { calls: 0, unloads: 0 };
+  const runtime: ModelRuntime = {
+    name: "hangs",
+    load: async () => ({ coldStartMs: 0 }),
+    infer: () => {
+      counts.calls++;
+      return new Promise(() => undefined);
+    },
+    unload: async () => {
+      counts.unloads++;
+    },
+  };
+  return { runtime, counts };
+}
+
 describe("JobRunner", () => {
+  it("gives back an item whose model call hangs, and leaves the job without waiting for that call", async () => {
+    const items = new FakeItems();
+    items.queue.push(0, 1);
+    const { runtime, counts } = hangingRuntime();
+    const outcomes: ItemOutcome[] = [];
+    const jobs: string[] = [];
+    const r = new JobRunner({
+      backendId: "b1",
+      items,
+      logger,
+      createRuntime: () => runtime,
+      nominalItemMs: () => 5,
+      hungAfterMs: (expectedMs) => 20 * expectedMs,
+      onItem: (_job, outcome) => outcomes.push(outcome),
+      onJobChanged: (job) => jobs.push(job),
+      claimWaitMs: 10,
+      retryMs: 10,
+    });
+    const t0 = Date.now();
+    r.onAssignment(loan(spec(2, 5)));
+    await eventually("unloaded", () => (counts.unloads === 1 ? true : undefined), 3000, 5);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(100);
+    expect(outcomes).toEqual(["failed"]);
+    // Item 0 went back for another backend; item 1 was never claimed here.
+    expect(items.log).toEqual(["nak 0"]);
+    expect(items.queue).toEqual([0, 1]);
+    expect(counts.calls).toBe(1);
+    expect(jobs).toEqual(["j", ""]);
+    expect(r.report()).toEqual({ job: "", jobItemsDone: 0, jobItemsRedone: 0 });
+    await r.stop(0);
+  });
+
+  it("counts an item's compute time on the clock it is given: time its process stood still is not hung time", async () => {
+    const items = new FakeItems();
+    items.queue.push(0);
+    const { runtime, counts } = hangingRuntime();
+    let clock = 0;
+    const outcomes: ItemOutcome[] = [];
+    const r = new JobRunner({
+      backendId: "b1",
+      items,
+      logger,
+      createRuntime: () => runtime,
+      nominalItemMs: () => 5,
+      hungAfterMs: () => 50,
+      computeClock: () => clock,
+      onItem: (_job, outcome) => outcomes.push(outcome),
+      claimWaitMs: 10,
+      retryMs: 10,
+    });
+    r.onAssignment(loan(spec(1, 5)));
+    await eventually("computing", () => (counts.calls === 1 ? true : undefined), 2000, 5);
+    // Six limits of wall time with the clock standing still: not hung.
+    await sleep(300);
+    expect(outcomes).toEqual([]);
+    expect(r.itemInFlight).toBe(true);
+    clock += 50;
+    await eventually("given back", () => (outcomes.length === 1 ? true : undefined), 2000, 5);
+    expect(outcomes).toEqual(["failed"]);
+    expect(items.log).toEqual(["nak 0"]);
+    await r.stop(0);
+  });
+
   it("runs the job's items once each: skips recorded ones, records digests, reports the job and its counts", async () => {
     const items = new FakeItems();
     items.queue.push(0, 1, 2, 3);

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ClaimedItem } from "@infergrid/control-plane";
 import type { Random } from "@infergrid/core";
-import { FAPES_GRACE_MS, reclaimedItem } from "@infergrid/fapes";
+import { FAPES_GRACE_MS, hungItemLimitMs, reclaimedItem } from "@infergrid/fapes";
 import type { InferResult, ModelRuntime } from "@infergrid/models";
 import { backend, type control } from "@infergrid/proto";
 import type { Logger } from "@infergrid/runtime";
@@ -39,7 +39,14 @@ export interface JobRunnerOptions {
   retryMs?: number;
   /** Awaited before each claim: a harvesting backend claims only while its best-effort process may run. */
   readyToClaim?(): Promise<void>;
+  /** A clock that runs only while an item may compute (a harvester's process is stopped at times; default `now`). */
+  computeClock?: () => number;
+  /** How long an item may compute, on `computeClock`, before it counts as hung (default libs/fapes hungItemLimitMs). */
+  hungAfterMs?: (expectedMs: number) => number;
 }
+
+/** How long unloading a model that hung may take before the runner goes on without it. */
+const UNLOAD_AFTER_HANG_MS = 5_000;
 
 type Phase = "loading" | "running" | "releasing";
 
@@ -59,6 +66,8 @@ interface Session {
   computing: Promise<unknown>;
   /** It ended without being reclaimed (its model cannot run here): not started again for the same assignment. */
   failed: boolean;
+  /** A model call hung: the model is unloaded without waiting for that call. */
+  hung: boolean;
   ended: Promise<void>;
   /** Resolves when it lets go (the item in flight recorded or given back). */
   letGone: Promise<void>;
@@ -95,12 +104,16 @@ export class JobRunner {
   private itemStream: Random = itemRandom(0, 0, "time");
   private readonly modelRandom: Random = { uniform: () => this.itemStream.uniform() };
   private readonly now: () => number;
+  private readonly computeClock: () => number;
+  private readonly hungAfterMs: (expectedMs: number) => number;
   private readonly claimWaitMs: number;
   private readonly retryMs: number;
   private stopped = false;
 
   constructor(private readonly options: JobRunnerOptions) {
     this.now = options.now ?? Date.now;
+    this.computeClock = options.computeClock ?? this.now;
+    this.hungAfterMs = options.hungAfterMs ?? hungItemLimitMs;
     this.claimWaitMs = options.claimWaitMs ?? 1000;
     this.retryMs = options.retryMs ?? 500;
   }
@@ -189,6 +202,7 @@ export class JobRunner {
       inFlight: undefined,
       computing: Promise.resolve(),
       failed: false,
+      hung: false,
       ended: Promise.resolve(),
       letGone: Promise.resolve(),
       onLetGo: () => undefined,
@@ -296,8 +310,10 @@ export class JobRunner {
     } finally {
       s.phase = "releasing";
       this.markLetGo(s);
-      await s.computing;
-      await runtime?.unload().catch((err: unknown) => logger.warn({ err, job: s.job }, "unloading the job's model failed"));
+      if (!s.hung) await s.computing;
+      const unloaded = runtime?.unload().catch((err: unknown) => logger.warn({ err, job: s.job }, "unloading the job's model failed"));
+      // A runtime stuck in one call may be stuck in its unload too: the runner does not wait for it for good.
+      await (s.hung ? Promise.race([unloaded, sleep(UNLOAD_AFTER_HANG_MS)]) : unloaded);
     }
   }
 
@@ -331,6 +347,20 @@ export class JobRunner {
     }
     s.inFlight = { item, startedMs, abandon: () => abandonNow() };
     const keepAlive = setInterval(() => claimed.working(), Math.max(100, claimed.ackWaitMs / 3));
+    const limitMs = this.hungAfterMs(this.expectedMs(s));
+    const computeStart = this.computeClock();
+    let hung = false;
+    let hungTimer: NodeJS.Timeout | undefined;
+    // Rechecked when due, since the compute clock may have stood still meanwhile (a stopped process).
+    const watch = (inMs: number) => {
+      hungTimer = setTimeout(() => {
+        const ranMs = this.computeClock() - computeStart;
+        if (ranMs < limitMs) return watch(limitMs - ranMs);
+        hung = true;
+        abandonNow();
+      }, inMs);
+    };
+    watch(limitMs);
     try {
       let computed: InferResult | "abandoned" | Error;
       try {
@@ -341,6 +371,17 @@ export class JobRunner {
         computed = await Promise.race([running, abandoned]);
       } catch (err) {
         computed = err instanceof Error ? err : new Error(String(err));
+      } finally {
+        clearTimeout(hungTimer);
+      }
+      if (computed === "abandoned" && hung) {
+        // Given back for another backend, and the job left: a model stuck in one call is not trusted with the next.
+        logger.error({ job: s.job, item, limitMs }, "the item hung: giving it back and leaving the job");
+        s.hung = true;
+        s.failed = true;
+        s.stopping = true;
+        await this.abandon(s, claimed, startedMs, "failed");
+        return;
       }
       if (computed === "abandoned") {
         await this.abandon(s, claimed, startedMs);
