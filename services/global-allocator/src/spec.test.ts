@@ -31,6 +31,20 @@ describe("normalizeSpec", () => {
       expect((err as GrpcStatusError).code).toBe(3);
     }
   });
+
+  it("refuses a profile the slow loop cannot plan with: an infinite mean, or a bad profile on an ONNX model", () => {
+    const huge = { ...valid, model: { ...valid.model, profile: { shape: 40, locMs: 1, scaleMs: 1 } } };
+    expect(() => normalizeSpec(huge, defaults)).toThrow(
+      /spec\.model\.profile: its mean service time must be at most 3600000 ms \(got Infinity ms\)/,
+    );
+    const onnx = { kind: control.ModelKind.MODEL_KIND_ONNX, onnxModel: "resnet18" };
+    expect(() => normalizeSpec({ ...valid, model: { ...onnx, profile: { shape: Number.NaN, locMs: 1, scaleMs: 1 } } }, defaults)).toThrow(
+      /spec\.model\.profile\.shape/,
+    );
+    expect(
+      normalizeSpec({ ...valid, model: { ...onnx, profile: { shape: 0.3, locMs: 5, scaleMs: 2 } } }, defaults).model?.profile?.locMs,
+    ).toBe(5);
+  });
 });
 
 describe("normalizeSpec: per-instance-type profiles", () => {

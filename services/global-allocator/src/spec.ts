@@ -1,4 +1,5 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
+import { lognormalMean } from "@infergrid/core";
 import { profileProblem, type ServiceModel } from "@infergrid/kairos";
 import { control } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
@@ -36,6 +37,8 @@ function instanceProfiles(
     return control.InstanceProfile.create({ instanceType: type, points: points.map((pt) => control.BatchLatency.create(pt)) });
   });
 }
+/** An hour per request: beyond any inference model, and far inside what the planners compute with. */
+const MAX_PROFILE_MEAN_MS = 3_600_000;
 const isNonNegative = (x: number | null | undefined) => typeof x === "number" && Number.isFinite(x) && x >= 0;
 
 /** A spec's model, checked (errors name the field under spec.model) and with its defaults. */
@@ -44,9 +47,9 @@ export function normalizeModel(
   knownTypes: readonly string[] = [],
 ): control.ModelSpec {
   if (!model) throw invalid("spec.model is required");
-  if (model.kind === control.ModelKind.MODEL_KIND_EMULATED) {
-    const p = model.profile;
-    if (!p) throw invalid("spec.model.profile is required for MODEL_KIND_EMULATED");
+  // Checked whatever the kind: an ONNX model's profile is what the slow loop plans it with.
+  const p = model.profile;
+  if (p) {
     for (const [key, value] of [
       ["shape", p.shape],
       ["loc_ms", p.locMs],
@@ -54,6 +57,14 @@ export function normalizeModel(
     ] as const) {
       if (!isNonNegative(value)) throw invalid(`spec.model.profile.${key} must be a finite number >= 0 (got ${value})`);
     }
+    // A finite shape can still give an infinite mean (exp(shape²/2)), and one service the slow loop cannot plan
+    // leaves every service without a plan.
+    const meanMs = lognormalMean({ shape: p.shape ?? 0, loc: p.locMs ?? 0, scale: p.scaleMs ?? 0 });
+    if (!(meanMs <= MAX_PROFILE_MEAN_MS))
+      throw invalid(`spec.model.profile: its mean service time must be at most ${MAX_PROFILE_MEAN_MS} ms (got ${meanMs} ms)`);
+  }
+  if (model.kind === control.ModelKind.MODEL_KIND_EMULATED) {
+    if (!p) throw invalid("spec.model.profile is required for MODEL_KIND_EMULATED");
   } else if (model.kind === control.ModelKind.MODEL_KIND_ONNX) {
     if (!model.onnxModel?.trim()) throw invalid("spec.model.onnx_model is required for MODEL_KIND_ONNX");
   } else {
