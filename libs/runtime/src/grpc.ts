@@ -60,7 +60,15 @@ export function unaryHandler<Req, Res>(
   handle: (request: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>,
 ): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
-    handle(call.request, call).then(
+    let answer: Promise<Res>;
+    try {
+      answer = handle(call.request, call);
+    } catch (err) {
+      // A handler that throws before its first await (a refusal checked up front) is refused the same way: else
+      // grpc-js answers UNKNOWN "Unknown error" and the message is lost.
+      answer = Promise.reject(err);
+    }
+    answer.then(
       (response) => callback(null, response),
       (err: unknown) => {
         const status = statusOf(err);
