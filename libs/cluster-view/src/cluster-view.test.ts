@@ -230,6 +230,26 @@ describe("ClusterView", () => {
     expect(viewOf(w.update(20_000, "all"), "ghost").requests).toBe(0);
   });
 
+  it("holds a bounded number of reporting frontends and unlisted services, whatever the reports invent", () => {
+    const v = new ClusterView({ forgetMs: 10_000 });
+    v.onServiceEntry("svc", entry("svc", []));
+    // 150,000 invented frontend ids for an unlisted service took the console down (a spread past the stack's size).
+    for (let i = 0; i < 150_000; i++) v.onLoadReport(load("ghost", `f${i}`, 1000, { arrivals: 1 }), 1000);
+    expect(() => v.sample(2000)).not.toThrow();
+    for (let i = 0; i < 2000; i++) v.onLoadReport(load(`ghost-${i}`, "f1", 1000, { arrivals: 1 }), 1000);
+    // Bad names and ids are not held at all.
+    v.onLoadReport(load("svc", "", 1000, { arrivals: 7 }), 1000);
+    v.onLoadReport(load("Not A Name", "f1", 1000, { arrivals: 7 }), 1000);
+    v.onServiceEntry("ghost", entry("ghost", []));
+    // The first 1024 frontends' reports are counted, the rest dropped; 256 unlisted services are held.
+    expect(viewOf(v.update(2000, "all"), "ghost").requests).toBe(1024);
+    expect(viewOf(v.update(2000, "all"), "svc").requests).toBe(0);
+    v.onServiceEntry("ghost-254", entry("ghost-254", []));
+    v.onServiceEntry("ghost-255", entry("ghost-255", []));
+    expect(viewOf(v.update(2000, "all"), "ghost-254").requests).toBe(1);
+    expect(viewOf(v.update(2000, "all"), "ghost-255").requests).toBe(0);
+  });
+
   it("forgets a deregistered service", () => {
     const v = new ClusterView();
     v.onServiceEntry("svc", entry("svc", []));

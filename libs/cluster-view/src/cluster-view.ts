@@ -1,5 +1,13 @@
-import { roleNameOf } from "@infergrid/control-plane";
+import { instanceIdProblem, roleNameOf, serviceNameProblem } from "@infergrid/control-plane";
 import { backend, type consoleView, control } from "@infergrid/proto";
+
+/**
+ * Bounds on what load reports can make the console hold: frontends reporting one service (far above any
+ * deployment; reports with invented ids beyond it are dropped), and services heard of that the registry does
+ * not list (their entry may follow; they are forgotten after `forgetMs`).
+ */
+const MAX_REPORTERS = 1024;
+const MAX_UNLISTED_SERVICES = 256;
 
 type ServiceView = consoleView.ServiceView.$Properties;
 type ServicePoint = consoleView.ServicePoint.$Properties;
@@ -123,6 +131,14 @@ export class ClusterView {
     return this.options.sampleMs;
   }
 
+  /** The service's record, made for a name the registry does not list only while few such are held. */
+  private heardOf(name: string): ServiceRecord | undefined {
+    if (this.services.has(name)) return this.services.get(name);
+    let unlisted = 0;
+    for (const s of this.services.values()) if (!s.entry) unlisted++;
+    return unlisted < MAX_UNLISTED_SERVICES ? this.service(name) : undefined;
+  }
+
   private service(name: string): ServiceRecord {
     let s = this.services.get(name);
     if (!s) {
@@ -179,8 +195,9 @@ export class ClusterView {
   }
 
   onLoadReport(r: control.LoadReport, now: number): void {
-    if (!r.service || !r.frontendId) return;
-    const s = this.service(r.service);
+    if (serviceNameProblem(r.service) !== undefined || instanceIdProblem(r.frontendId) !== undefined) return;
+    const s = this.heardOf(r.service);
+    if (!s || (s.reports.size >= MAX_REPORTERS && !s.reports.has(r.frontendId))) return;
     const arrivals = num(r.arrivals);
     const completed = num(r.completed);
     const within = Math.min(completed, num(r.withinSlo));
@@ -200,8 +217,9 @@ export class ClusterView {
   }
 
   onForecast(f: control.Forecast, now: number): void {
-    if (!f.service) return;
-    this.service(f.service).forecast = { forecast: f, at: now };
+    if (serviceNameProblem(f.service) !== undefined) return;
+    const s = this.heardOf(f.service);
+    if (s) s.forecast = { forecast: f, at: now };
   }
 
   onPlan(p: control.AllocationPlan): void {
@@ -307,7 +325,8 @@ export class ClusterView {
     for (const [name, s] of this.services) {
       if (!s.entry) {
         // Reports or forecasts of a service the registry does not have: kept a while (its entry may follow), then dropped.
-        const last = Math.max(s.forecast?.at ?? 0, ...[...s.reports.values()].map((r) => r.at));
+        let last = s.forecast?.at ?? 0;
+        for (const r of s.reports.values()) last = Math.max(last, r.at);
         if (now - last > this.options.forgetMs) this.services.delete(name);
         continue;
       }
