@@ -10,7 +10,7 @@ await runService("predictor", predictorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
   const reports = new Counter({
     name: "infergrid_predictor_load_reports_total",
-    help: "Load reports received, by outcome (accepted, invalid, too_old)",
+    help: "Load reports received, by outcome (accepted, invalid, too_old, too_many_services)",
     labelNames: ["outcome"],
     registers: [metrics],
   });

@@ -67,6 +67,34 @@ describe("ForecastPublisher", () => {
     }
   });
 
+  it("a clock that ran ahead and stepped back: the forecast follows the windows again at once", () => {
+    const config: PredictorConfig = { ...predictorConfig.parse({}), windowMs: W, latenessMs: 0, model: "nhits", steps: 1 };
+    const windows = new LoadWindows(W, config.historyWindows, 0);
+    const publisher = new ForecastPublisher(nc, windows, config, logger, () => {});
+    const add = (t: number, count: number) =>
+      windows.add(
+        control.LoadReport.create({ service: "svc", frontendId: "f", windowStartUnixMs: t - W, windowEndUnixMs: t, arrivals: count }),
+        t,
+      );
+    let t = 0;
+    for (let k = 0; k < 20; k++) {
+      t += W;
+      add(t, 10);
+      publisher.forecast("svc", t + 1);
+    }
+    // One read with the clock an hour ahead: an hour of windows nobody reported in, fed as zeros.
+    publisher.forecast("svc", t + 3_600_000);
+    // The clock is right again, and the load rises to 1000 a window.
+    let f: ReturnType<typeof publisher.forecast>;
+    for (let k = 0; k < 5; k++) {
+      t += W;
+      add(t, 1000);
+      f = publisher.forecast("svc", t + 1);
+    }
+    expect(f?.observedRatePerS).toBe(1000);
+    expect(f?.quantiles?.find((q) => q.quantile === 0.5)?.ratePerS?.[0]).toBeGreaterThan(500);
+  });
+
   it("refuses a step length other than the window for the per-window models", () => {
     expect(() => setup({ model: "nhits", stepMs: 2 * W })).toThrow(/step-ms/);
   });

@@ -74,6 +74,13 @@ export class ForecastPublisher {
     const last = this.windows.lastClosed(now);
     const first = last - rates.length + 1;
     let state = this.states.get(service);
+    // Fed windows past the newest closed one: the clock stepped back. Waiting for it to catch up would leave the
+    // forecast where it was (possibly an hour of zeros fed while the clock ran ahead): it starts afresh from the
+    // windows kept.
+    if (state && last < state.fedThrough) {
+      this.logger.warn({ service, fedThrough: state.fedThrough, lastClosed: last }, "the clock stepped back: forecasting afresh");
+      state = undefined;
+    }
     if (!state) {
       state = { forecaster: this.createForecaster(service), fedThrough: first - 1 };
       this.states.set(service, state);

@@ -34,4 +34,15 @@ describe("LoadWindows", () => {
     expect(w.forget(20_000, 5_000)).toEqual(["svc"]);
     expect(w.serviceNames()).toEqual([]);
   });
+
+  it("keeps windows for a bounded number of services", () => {
+    const w = new LoadWindows(1_000, 3, 0, 2);
+    expect(w.add(report("a", "f", 1000, 1), 1000)).toBe("accepted");
+    expect(w.add(report("b", "f", 1000, 1), 1000)).toBe("accepted");
+    expect(w.add(report("c", "f", 1000, 1), 1000)).toBe("too_many_services");
+    expect(w.add(report("a", "g", 1000, 1), 1000)).toBe("accepted");
+    expect(w.serviceNames()).toEqual(["a", "b"]);
+    w.forget(10_000, 5_000);
+    expect(w.add(report("c", "f", 10_000, 1), 10_000)).toBe("accepted");
+  });
 });

@@ -1,7 +1,13 @@
 import { loadWindowProblem, serviceNameProblem } from "@infergrid/control-plane";
 import type { control } from "@infergrid/proto";
 
-export type AddOutcome = "accepted" | "invalid" | "too_old";
+export type AddOutcome = "accepted" | "invalid" | "too_old" | "too_many_services";
+
+/**
+ * Services it keeps windows (and a forecaster) for: far above any deployment's, and a bound on what reports
+ * naming invented services cost (each one's forecaster trains at every window).
+ */
+export const MAX_FORECAST_SERVICES = 1024;
 
 interface ServiceWindows {
   /** Window index -> first arrivals summed over every frontend. */
@@ -23,6 +29,7 @@ export class LoadWindows {
     readonly windowMs: number,
     private readonly historyWindows: number,
     private readonly latenessMs: number,
+    private readonly maxServices = MAX_FORECAST_SERVICES,
   ) {}
 
   /** Window k covers (k*W, (k+1)*W]: a report ending on a boundary belongs to the window before it. */
@@ -44,6 +51,7 @@ export class LoadWindows {
     if (k <= this.lastClosed(now) - this.historyWindows) return "too_old";
     let s = this.services.get(report.service);
     if (!s) {
+      if (this.services.size >= this.maxServices) return "too_many_services";
       s = { buckets: new Map(), firstWindow: k, lastReportAt: now };
       this.services.set(report.service, s);
     }
