@@ -161,6 +161,16 @@ describe("JobStore (real nats-server)", () => {
     expect(await store.progress("partial")).toEqual({ done: 3, pending: 3, inFlight: 0 });
   });
 
+  it("stops publishing when told to (a cancel meanwhile), leaving no consumer; a later call starts over", async () => {
+    let windows = 0;
+    // 600 items are three windows of publishes: stopped before the second.
+    await store.ensureItems(spec("stopped", 600), () => windows++ < 1);
+    expect(await store.progress("stopped")).toEqual({ done: 0, pending: 0, inFlight: 0 });
+    expect(await store.claim("stopped", { maxWaitMs: 200 })).toBeUndefined();
+    await store.ensureItems(spec("stopped", 600));
+    expect(await store.progress("stopped")).toEqual({ done: 0, pending: 600, inFlight: 0 });
+  });
+
   it("a garbled item message is dropped, not handed out, and the next item still is", async () => {
     await store.ensureItems(spec("garbled", 1));
     const first = await store.claim("garbled", { maxWaitMs: 1000 });

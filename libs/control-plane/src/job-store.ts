@@ -183,9 +183,10 @@ export class JobStore {
    * Makes the job's items claimable, once: if its consumer exists this does nothing. Otherwise the job's
    * subject is purged (items a previous call published before it failed), every item without a result is
    * published, and only then the consumer is created, so a call that fails half-way leaves no consumer and the
-   * next one starts over without duplicates.
+   * next one starts over without duplicates. `keepGoing` is asked before each window of publishes: false (the job
+   * was cancelled meanwhile) stops there, without a consumer.
    */
-  async ensureItems(spec: control.IBestEffortJobSpec): Promise<void> {
+  async ensureItems(spec: control.IBestEffortJobSpec, keepGoing: () => boolean = () => true): Promise<void> {
     const name = spec.name ?? "";
     checkJobName(name);
     const items = spec.items ?? 0;
@@ -196,8 +197,10 @@ export class JobStore {
     const todo: number[] = [];
     for (let i = 0; i < items; i++) if (!recorded.has(i)) todo.push(i);
     for (let start = 0; start < todo.length; start += PUBLISH_WINDOW) {
+      if (!keepGoing()) return;
       await Promise.all(todo.slice(start, start + PUBLISH_WINDOW).map((i) => this.js.publish(jobItemsSubject(name), encodeItem(i))));
     }
+    if (!keepGoing()) return;
     await this.jsm.consumers.add(JOB_ITEMS_STREAM, {
       durable_name: jobConsumer(name),
       filter_subject: jobItemsSubject(name),

@@ -32,8 +32,12 @@ class MemoryJobs implements JobsPort {
   async listJobs() {
     return [...this.records.values()].map((r) => r.job);
   }
-  async ensureItems(spec: control.IBestEffortJobSpec) {
+  /** Set: publishing waits for it before its last window, as a long job's publishing takes a while. */
+  slowPublish: Promise<void> | undefined;
+  async ensureItems(spec: control.IBestEffortJobSpec, keepGoing: () => boolean = () => true) {
     if (this.failing.ensureItems > 0 && this.failing.ensureItems--) throw new Error("publish ack timed out");
+    if (this.slowPublish) await this.slowPublish;
+    if (!keepGoing()) return;
     if (!this.progressOf.has(spec.name ?? "")) this.progressOf.set(spec.name ?? "", { done: 0, pending: spec.items ?? 0, inFlight: 0 });
   }
   async progress(name: string) {
@@ -217,10 +221,30 @@ describe("the allocator's loans", () => {
     // The client retries: the same job, not "written concurrently" forever.
     expect((await loans.submit(spec("a"), 1)).created).toBe(false);
     await loans.step(1_000, view()); // the second failure: logged, tried again next step
+    await loans.published();
     expect(store.progressOf.has("a")).toBe(false);
     await loans.step(2_000, view());
+    await loans.published();
     expect(store.progressOf.get("a")?.pending).toBe(100);
     expect([...assigned.values()].filter((j) => j === "a").length).toBeGreaterThan(0);
+  });
+
+  it("publishes a job's items without holding up a submission, and a cancel during it stops it and removes what went out", async () => {
+    const { loans, store } = setup();
+    let release: () => void = () => undefined;
+    store.slowPublish = new Promise((resolve) => {
+      release = resolve;
+    });
+    // Answered before the items are out (a million items take tens of seconds to publish).
+    expect((await loans.submit(spec("a"), 0)).created).toBe(true);
+    expect(store.progressOf.has("a")).toBe(false);
+    expect((await loans.cancel("a", 1_000)).state).toBe(control.JobState.JOB_STATE_CANCELLED);
+    expect(store.removed).toEqual(["a"]);
+    release();
+    await loans.published();
+    // Stopped before it made the items claimable, and what it had published removed again.
+    expect(store.progressOf.has("a")).toBe(false);
+    expect(store.removed).toEqual(["a", "a"]);
   });
 
   it("a cancel that failed half-way is finished by the next one: items removed, loans asked back", async () => {

@@ -23,7 +23,7 @@ export interface JobsPort {
   getJob(name: string): Promise<{ job: control.BestEffortJob; revision: number } | undefined>;
   putJob(job: control.IBestEffortJob, revision?: number): Promise<number>;
   listJobs(): Promise<control.BestEffortJob[]>;
-  ensureItems(spec: control.IBestEffortJobSpec): Promise<void>;
+  ensureItems(spec: control.IBestEffortJobSpec, keepGoing?: () => boolean): Promise<void>;
   progress(name: string): Promise<{ done: number; pending: number; inFlight: number }>;
   removeItems(name: string): Promise<void>;
 }
@@ -116,6 +116,11 @@ export class LoanManager {
   private readonly loans = new Map<string, Loan>();
   /** Serving backends harvesting for a job, as their last heartbeat said. */
   private readonly harvesters = new Map<string, string>();
+  /**
+   * Items being published, by job. Outside the allocator's one queue of changes: a job of a million items takes
+   * tens of seconds to publish, and the lists, registrations and cancels must not wait for it.
+   */
+  private readonly publishing = new Map<string, Promise<void>>();
   private readonly headroom: HeadroomLearner;
   private readonly hold: PeakWindow;
   /** The `floors` rule's per-service floors (the hold is theirs, per service). */
@@ -206,7 +211,7 @@ export class LoanManager {
     };
     this.jobs.set(spec.name, record);
     this.logger.info({ job: spec.name, items: spec.items, minBackends: spec.minBackends, maxBackends: spec.maxBackends }, "job submitted");
-    await this.publishItems(record);
+    this.publishItems(record);
     return { job: this.view(record), created: true };
   }
 
@@ -239,16 +244,29 @@ export class LoanManager {
     return this.view(r);
   }
 
-  /** Puts an unfinished job's items in the work queue, once; a failure is logged and the next step tries again. */
-  private async publishItems(r: JobRecord): Promise<void> {
+  /**
+   * Starts putting an unfinished job's items in the work queue, once, without waiting for it; a failure is logged
+   * and the next step starts again. A job cancelled meanwhile stops the publishing, and what went out is removed.
+   */
+  private publishItems(r: JobRecord): void {
     const spec = r.job.spec;
-    if (r.itemsPublished || !spec || finished(r.job.state)) return;
-    try {
-      await this.store.ensureItems(spec);
-      r.itemsPublished = true;
-    } catch (err) {
-      this.logger.warn({ err, job: spec.name }, "publishing the job's items failed; trying again next step");
-    }
+    const name = spec?.name ?? "";
+    if (r.itemsPublished || !spec || finished(r.job.state) || this.publishing.has(name)) return;
+    const publishing = (async () => {
+      try {
+        await this.store.ensureItems(spec, () => !finished(r.job.state));
+        if (finished(r.job.state)) await this.store.removeItems(name);
+        else r.itemsPublished = true;
+      } catch (err) {
+        this.logger.warn({ err, job: name }, "publishing the job's items failed; trying again next step");
+      }
+    })().finally(() => this.publishing.delete(name));
+    this.publishing.set(name, publishing);
+  }
+
+  /** Resolves once the items being published now are out (or failed). */
+  async published(): Promise<void> {
+    await Promise.all(this.publishing.values());
   }
 
   // ---- inputs ----------------------------------------------------------------------------------
@@ -323,7 +341,7 @@ export class LoanManager {
    * step, once out of the lists).
    */
   async step(now: number, view: LoanView): Promise<number> {
-    for (const r of this.jobs.values()) await this.publishItems(r);
+    for (const r of this.jobs.values()) this.publishItems(r);
     const live = new Set(view.live);
     for (const [id, job] of [...this.harvesters])
       if (!live.has(id)) {
