@@ -7,8 +7,11 @@ import { fileURLToPath } from "node:url";
 import type { Logger } from "@infergrid/runtime";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 
-/** A page that falls this far behind (bytes queued on its socket) is dropped; its EventSource reconnects and starts afresh. */
-const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/**
+ * A page that falls this far behind (bytes queued on its socket beyond its first, full update) is dropped; its
+ * EventSource reconnects and starts afresh.
+ */
+export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 
 interface Asset {
   type: string;
@@ -36,6 +39,12 @@ const event = (json: string): Buffer => Buffer.from(`data: ${json}\n\n`);
 /** The pages following the live updates: each gets every update, encoded once for all. */
 export class UpdateHub {
   private readonly clients = new Set<ServerResponse>();
+  /**
+   * Pages whose first, full update is still queued, and its size. It is not counted against the page: a full
+   * update over the limit (hours of history, many services) would otherwise have every page dropped at the next
+   * update, reconnecting and dropped again for good.
+   */
+  private readonly firstQueued = new Map<ServerResponse, number>();
 
   constructor(
     private readonly maxClients: number,
@@ -54,8 +63,16 @@ export class UpdateHub {
 
   add(res: ServerResponse, first: string): void {
     this.clients.add(res);
-    res.on("close", () => this.clients.delete(res));
-    this.write(res, event(first));
+    res.on("close", () => {
+      this.clients.delete(res);
+      this.firstQueued.delete(res);
+    });
+    const bytes = event(first);
+    this.onSent(bytes.length);
+    if (!res.write(bytes)) {
+      this.firstQueued.set(res, bytes.length);
+      res.once("drain", () => this.firstQueued.delete(res));
+    }
   }
 
   /** Sends one update's JSON to every page; returns the bytes of one event. */
@@ -66,9 +83,10 @@ export class UpdateHub {
   }
 
   private write(res: ServerResponse, bytes: Buffer): void {
-    if (res.writableLength > MAX_QUEUED_BYTES) {
+    if (res.writableLength > MAX_QUEUED_BYTES + (this.firstQueued.get(res) ?? 0)) {
       this.logger.warn({ queued: res.writableLength }, "a console page fell behind; dropped it (it reconnects)");
       this.clients.delete(res);
+      this.firstQueued.delete(res);
       res.destroy();
       return;
     }

@@ -294,14 +294,27 @@ function render(u) {
     names.add(s.name);
     renderService(s);
   }
-  for (const card of document.querySelectorAll("[data-service]")) if (!names.has(card.getAttribute("data-service"))) card.remove();
+  for (const card of document.querySelectorAll("[data-service]")) {
+    const name = card.getAttribute("data-service");
+    if (names.has(name)) continue;
+    card.remove();
+    // Its charts and points go with it: a service registered again gets a new card and new charts.
+    series.delete(`svc:${name}`);
+    for (const kind of ["rate", "latency", "n", "violations"]) {
+      charts.get(`${kind}:${name}`)?.destroy();
+      charts.delete(`${kind}:${name}`);
+    }
+  }
   seen++;
   document.body.dataset.updates = String(seen);
 }
 
+let retryMs = 1000;
+
 function connect() {
   const source = new EventSource("/api/events");
   source.onopen = () => {
+    retryMs = 1000;
     $("status").textContent = "live";
     $("status").className = "status live";
   };
@@ -317,6 +330,12 @@ function connect() {
   source.onerror = () => {
     $("status").textContent = "reconnecting…";
     $("status").className = "status down";
+    // An answer other than 200 (the console full, a proxy's 502 while it restarts) closes an EventSource for good:
+    // the page connects again itself, backing off to 30 s.
+    if (source.readyState === EventSource.CLOSED) {
+      setTimeout(connect, retryMs);
+      retryMs = Math.min(30_000, retryMs * 2);
+    }
   };
 }
 
