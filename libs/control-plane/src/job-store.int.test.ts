@@ -171,6 +171,25 @@ describe("JobStore (real nats-server)", () => {
     expect(await store.progress("stopped")).toEqual({ done: 0, pending: 600, inFlight: 0 });
   });
 
+  it("forgets a job: its items, its results and its record go, other jobs' stay, and the name may be used again", async () => {
+    for (const name of ["gone", "gone-too"]) {
+      await store.putJob({ spec: spec(name, 4), state: control.JobState.JOB_STATE_RUNNING }, 0);
+      await store.ensureItems(spec(name, 4));
+      for (const i of [0, 1]) await store.recordResult(result(name, i));
+    }
+    await store.forgetJob("gone");
+    expect(await store.getJob("gone")).toBeUndefined();
+    expect(await store.results("gone")).toEqual([]);
+    expect(await store.progress("gone")).toEqual({ done: 0, pending: 0, inFlight: 0 });
+    expect((await store.listJobs()).map((j) => j.spec?.name)).not.toContain("gone");
+    expect((await store.results("gone-too")).map((r) => r.item)).toEqual([0, 1]);
+    expect(await store.progress("gone-too")).toEqual({ done: 2, pending: 4, inFlight: 0 });
+    // A new job under the name starts from nothing: all four items, none taken for done.
+    await store.putJob({ spec: spec("gone", 4), state: control.JobState.JOB_STATE_QUEUED }, 0);
+    await store.ensureItems(spec("gone", 4));
+    expect(await store.progress("gone")).toEqual({ done: 0, pending: 4, inFlight: 0 });
+  });
+
   it("a garbled item message is dropped, not handed out, and the next item still is", async () => {
     await store.ensureItems(spec("garbled", 1));
     const first = await store.claim("garbled", { maxWaitMs: 1000 });

@@ -230,6 +230,17 @@ export class JobStore {
     await this.jsm.streams.purge(JOB_ITEMS_STREAM, { filter: jobItemsSubject(name) });
   }
 
+  /**
+   * Forgets a finished job: its items, its results, then its record, so its name may be used again. Results go
+   * before the record: a call that fails half-way leaves the record, and the next call finishes the work.
+   */
+  async forgetJob(name: string): Promise<void> {
+    checkJobName(name);
+    await this.removeItems(name);
+    await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${name}.*` });
+    await this.jobs.purge(jobKey(name));
+  }
+
   // ---- results ---------------------------------------------------------------------------------------
 
   /** Every recorded result of the job, by item. A garbled one is logged and left out. */

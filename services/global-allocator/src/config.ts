@@ -202,6 +202,11 @@ export const allocatorConfig = z.object({
   loanHoldMs: field
     .ms(300_000)
     .describe("a fall of inference's need is followed (more lent) only once it has held this long; a rise is followed at once"),
+  jobRetentionMs: field
+    .ms(86_400_000)
+    .describe(
+      "a best-effort job finished (succeeded or cancelled) this long ago is forgotten: its record and results go, and its name may be used again",
+    ),
   jobGraceMs: field.ms(15_000).describe("how long a reclaimed backend has to finish or abandon its job's item (FaPES: 15 s)"),
   loanHeadroomFloor: field
     .int(1, 0)

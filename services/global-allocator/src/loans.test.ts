@@ -47,6 +47,10 @@ class MemoryJobs implements JobsPort {
     if (this.failing.removeItems > 0 && this.failing.removeItems--) throw new Error("purge timed out");
     this.removed.push(name);
   }
+  async forgetJob(name: string) {
+    this.records.delete(name);
+    this.progressOf.delete(name);
+  }
 }
 
 const model = { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.1, locMs: 0, scaleMs: 10 } };
@@ -245,6 +249,29 @@ describe("the allocator's loans", () => {
     // Stopped before it made the items claimable, and what it had published removed again.
     expect(store.progressOf.has("a")).toBe(false);
     expect(store.removed).toEqual(["a", "a"]);
+  });
+
+  it("forgets a job finished longer ago than the retention, once no backend holds it; its name is free again", async () => {
+    const { loans, view, store, assigned } = setup();
+    await loans.submit(spec("a"), 0);
+    await loans.step(1_000, view());
+    expect([...assigned.values()].filter((j) => j === "a")).toHaveLength(3);
+    await loans.cancel("a", 2_000);
+    const day = LOAN_DEFAULTS.finishedRetentionMs;
+    // The loans are asked back but not yet returned (no heartbeat says so): the job is kept.
+    await loans.step(2_000 + day + 1, view());
+    expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_CANCELLED);
+    for (const id of assigned.keys()) loans.onBackendReport(id, { service: "", job: "", state: B.BACKEND_STATE_COLD });
+    await loans.step(2_000 + day + 2, view());
+    expect(() => loans.get("a")).toThrow(/no job named/);
+    expect(store.records.has("a")).toBe(false);
+    expect(loans.list()).toEqual([]);
+    // The same name with another spec: a new job, not ALREADY_EXISTS.
+    expect((await loans.submit(spec("a", { items: 7 }), 3_000 + day)).created).toBe(true);
+    // A job finished within the retention stays.
+    await loans.cancel("a", 4_000 + day);
+    await loans.step(5_000 + day, view());
+    expect(loans.get("a").spec?.items).toBe(7);
   });
 
   it("a cancel that failed half-way is finished by the next one: items removed, loans asked back", async () => {

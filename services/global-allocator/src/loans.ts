@@ -26,6 +26,7 @@ export interface JobsPort {
   ensureItems(spec: control.IBestEffortJobSpec, keepGoing?: () => boolean): Promise<void>;
   progress(name: string): Promise<{ done: number; pending: number; inFlight: number }>;
   removeItems(name: string): Promise<void>;
+  forgetJob(name: string): Promise<void>;
 }
 
 /** How the loan manager writes a backend's assignment (the allocator's one writer of them). */
@@ -48,6 +49,8 @@ export interface LoanOptions {
   returnTimeoutMs: number;
   /** Seeds the random reclaim. */
   seed: number;
+  /** A job finished (succeeded or cancelled) this long ago is forgotten: its record and results go, its name is free. */
+  finishedRetentionMs: number;
 }
 
 export const LOAN_DEFAULTS: Omit<LoanOptions, "headroom"> = {
@@ -58,6 +61,7 @@ export const LOAN_DEFAULTS: Omit<LoanOptions, "headroom"> = {
   progressPeriodMs: 2_000,
   returnTimeoutMs: 45_000,
   seed: 1,
+  finishedRetentionMs: 86_400_000,
 };
 
 interface Loan {
@@ -264,6 +268,21 @@ export class LoanManager {
     this.publishing.set(name, publishing);
   }
 
+  /** Jobs finished longer ago than the retention, with no backend still letting go of them, are forgotten. */
+  private async forgetFinished(now: number): Promise<void> {
+    for (const [name, r] of [...this.jobs]) {
+      if (!finished(r.job.state) || !(now - Number(r.job.finishedAtUnixMs) > this.options.finishedRetentionMs)) continue;
+      if (this.publishing.has(name) || [...this.loans.values()].some((l) => l.job === name)) continue;
+      try {
+        await this.store.forgetJob(name);
+        this.jobs.delete(name);
+        this.logger.info({ job: name, finishedAtUnixMs: Number(r.job.finishedAtUnixMs) }, "finished job forgotten");
+      } catch (err) {
+        this.logger.warn({ err, job: name }, "forgetting a finished job failed; trying again next step");
+      }
+    }
+  }
+
   /** Resolves once the items being published now are out (or failed). */
   async published(): Promise<void> {
     await Promise.all(this.publishing.values());
@@ -342,6 +361,7 @@ export class LoanManager {
    */
   async step(now: number, view: LoanView): Promise<number> {
     for (const r of this.jobs.values()) this.publishItems(r);
+    await this.forgetFinished(now);
     const live = new Set(view.live);
     for (const [id, job] of [...this.harvesters])
       if (!live.has(id)) {

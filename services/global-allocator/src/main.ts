@@ -138,6 +138,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
               need: config.loanNeed !== "auto" ? config.loanNeed : config.policy === "faro" ? "floors" : "plan-in-use-headroom",
               strategy: config.loanReclaim,
               holdMs: config.loanHoldMs,
+              finishedRetentionMs: config.jobRetentionMs,
               graceMs: config.jobGraceMs,
               // A reclaimed backend serves again after its grace period and a cold start.
               headroom: {
