@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { launchNatsWithRetries, waitForPort } from "@infergrid/testkit";
@@ -127,10 +127,12 @@ export interface SpawnOptions {
   logDir: string;
 }
 
-function spawnLogged(o: SpawnOptions): { child: ChildProcess; logPath: string; exited: Promise<void> } {
+function spawnLogged(o: SpawnOptions): { child: ChildProcess; logPath: string; exited: Promise<void>; startOffset: number } {
   mkdirSync(o.logDir, { recursive: true });
   const logPath = join(o.logDir, `${o.name}.log`);
   const fd = openSync(logPath, "a");
+  // A restarted service appends to its predecessor's log: only what it writes from here is its own.
+  const startOffset = fstatSync(fd).size;
   const child = spawn(o.command, o.args, {
     env: { ...process.env, ...o.env },
     stdio: ["ignore", fd, fd],
@@ -138,7 +140,7 @@ function spawnLogged(o: SpawnOptions): { child: ChildProcess; logPath: string; e
   });
   // The child has its own copy of the descriptor.
   closeSync(fd);
-  return { child, logPath, exited: track(child) };
+  return { child, logPath, exited: track(child), startOffset };
 }
 
 /**
@@ -147,13 +149,13 @@ function spawnLogged(o: SpawnOptions): { child: ChildProcess; logPath: string; e
  * (the cluster stops while a restarted service comes up) kills it and rejects.
  */
 export async function startLoggedService(o: SpawnOptions & { readyTimeoutMs: number; signal?: AbortSignal }): Promise<ChildHandle> {
-  const { child, logPath, exited } = spawnLogged(o);
+  const { child, logPath, exited, startOffset } = spawnLogged(o);
   let gone = false;
   void exited.then(() => {
     gone = true;
   });
   const fd = openSync(logPath, "r");
-  let offset = 0;
+  let offset = startOffset;
   let partial = "";
   const buf = Buffer.alloc(64 * 1024);
   const end = Date.now() + o.readyTimeoutMs;
