@@ -10,6 +10,24 @@ import type { PruneBudgetSettings } from "@infergrid/swayam";
 import type { Simulation } from "./engine.js";
 import type { SimPredictorOptions } from "./signals.js";
 
+/**
+ * What one simulation may hold. Past these a run fails for lack of memory or runs for hours, so a scenario
+ * asking for more is refused where it is read, naming the field. `backends` is also the width of the Swayam
+ * cluster's message encoding.
+ */
+export const SIM_LIMITS = {
+  backends: 4096,
+  frontends: 1024,
+  /** Requests one run replays (each costs about 40 bytes of typed arrays). */
+  requests: 100_000_000,
+  /** Bins of each per-bin series. */
+  bins: 1_000_000,
+  /** Ticks of one periodic timer (autoscaler, controller, predictor) over the run. */
+  ticks: 10_000_000,
+  /** Retries of one request before it is dropped (dropAfterMs / retryGapMs). */
+  retries: 10_000,
+} as const;
+
 export type ServiceTimeSpec =
   | { kind: "lognormal"; dist: Lognormal }
   | { kind: "exponential"; meanMs: number }

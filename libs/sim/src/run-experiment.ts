@@ -17,7 +17,7 @@ import {
   TraceFormatError,
   topJobs,
 } from "@infergrid/workload";
-import type { JobSpec, SimConfig } from "./config.js";
+import { type JobSpec, SIM_LIMITS, type SimConfig } from "./config.js";
 import { defaultProfilesDir, defaultTracesDir, resolveInput } from "./paths.js";
 import { buildPolicy, type PolicyContext, type PolicyName, peakSizes } from "./policies.js";
 import { type MeasuredProfile, type MeasuredRow, readMeasuredRow, serviceTimeOf } from "./profiles.js";
@@ -80,8 +80,15 @@ async function readScenarioTrace(e: Experiment, tracesDir: string): Promise<Trac
   }
   const from = t.fromMinute;
   if (from >= trace.minutes)
-    throw new ScenarioError(source, [`trace.fromMinute: ${from} is past the end of ${t.file} (${trace.minutes} minutes)`]);
-  const to = t.minutes === undefined ? trace.minutes : Math.min(trace.minutes, from + t.minutes);
+    throw new ScenarioError(source, [
+      `trace.fromMinute: ${from} (or --from-minute) is past the end of ${t.file} (${trace.minutes} minutes)`,
+    ]);
+  // A slice cut short would be reported as the slice asked for.
+  if (t.minutes !== undefined && from + t.minutes > trace.minutes)
+    throw new ScenarioError(source, [
+      `trace.minutes: ${t.minutes} minutes from minute ${from} (or --minutes) reach past the end of ${t.file} (${trace.minutes} minutes)`,
+    ]);
+  const to = t.minutes === undefined ? trace.minutes : from + t.minutes;
   trace = sliceMinutes(trace, from, to);
   if (t.jobs !== undefined) {
     const missing = t.jobs.map((name, i) => ({ name, i })).filter(({ name }) => !trace.counts.has(name));
@@ -154,6 +161,8 @@ export async function prepareExperiment(
     typeof experiment.capacity === "number"
       ? experiment.capacity
       : Math.ceil(experiment.capacity.peakSized * peakSized.reduce((a, b) => a + b, 0));
+  const durationMs = (trace.minutes * 60_000) / compression;
+  checkSize(experiment, trace, capacity, peakSized, durationMs);
   const given = experiment.swayam.listLengths;
   if (given !== "peak-sized" && given.length !== jobs.length)
     throw new ScenarioError(experiment.name, [`swayam.listLengths: ${given.length} entries for ${jobs.length} jobs`]);
@@ -163,7 +172,7 @@ export async function prepareExperiment(
     trace,
     jobs,
     capacity,
-    durationMs: (trace.minutes * 60_000) / compression,
+    durationMs,
     policyContext: {
       ...unbounded,
       capacity,
@@ -175,6 +184,39 @@ export async function prepareExperiment(
     listLengths,
     peakSized,
   };
+}
+
+/** Refuses a run past SIM_LIMITS (it would run out of memory or run for hours), naming the field that asks for it. */
+function checkSize(e: Experiment, trace: Trace, capacity: number, peakSized: readonly number[], durationMs: number): void {
+  const problems: string[] = [];
+  const n = (x: number) => Math.round(x).toLocaleString("en-US");
+  if (capacity > SIM_LIMITS.backends && typeof e.capacity !== "number")
+    problems.push(
+      `capacity.peakSized: ${e.capacity.peakSized} x ${peakSized.reduce((a, b) => a + b, 0)} peak-sized replicas = ${n(capacity)} backends; at most ${SIM_LIMITS.backends}`,
+    );
+  let requests = 0;
+  for (const job of trace.jobs) for (const c of jobCounts(trace, job)) requests += c;
+  requests *= e.trace.rateScale;
+  if (!(requests <= SIM_LIMITS.requests))
+    problems.push(
+      `trace.rateScale: the slice holds about ${n(requests)} requests after the rate scales (trace.rateScale x each job's rateScale); at most ${n(SIM_LIMITS.requests)}`,
+    );
+  if (!(durationMs / e.cluster.binMs <= SIM_LIMITS.bins))
+    problems.push(
+      `cluster.binMs: ${e.cluster.binMs} ms gives ${n(durationMs / e.cluster.binMs)} bins over the run; at most ${n(SIM_LIMITS.bins)}`,
+    );
+  const loop = e.policyOptions.slowLoop;
+  const periods: [string, number][] = [
+    ["cluster.autoscaleMs", e.cluster.autoscaleMs],
+    ["policyOptions.slowLoop.tickMs", loop.tickMs],
+    ["policyOptions.slowLoop.solvePeriodMs", loop.solvePeriodMs],
+    ["policyOptions.slowLoop.predictor.stepMs", loop.predictor.stepMs],
+    ["policyOptions.park.windowMs", e.policyOptions.park.windowMs],
+  ];
+  for (const [field, ms] of periods)
+    if (!(durationMs / ms <= SIM_LIMITS.ticks))
+      problems.push(`${field}: ${ms} ms gives ${n(durationMs / ms)} ticks over the run; at most ${n(SIM_LIMITS.ticks)}`);
+  if (problems.length > 0) throw new ScenarioError(e.dir === undefined ? e.name : `${e.name} (${e.dir})`, problems);
 }
 
 /** Splits total in proportion to weights (largest remainder), every share at least 1. */

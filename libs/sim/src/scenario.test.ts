@@ -136,6 +136,16 @@ describe("scenario schema", () => {
     });
   });
 
+  it("refuses sizes the simulator cannot hold (they ran out of memory or hung), naming the field", () => {
+    expect(problems(MINIMAL.replace("capacity: 16", "capacity: 5000"))).toEqual(["capacity: expected an integer in [1, 4096]"]);
+    expect(problems(`${MINIMAL}cluster: { frontends: 100000000 }\n`)).toEqual(["cluster.frontends: expected an integer in [1, 1024]"]);
+    expect(problems(`${MINIMAL}cluster: { retryGapMs: 0.000001 }\n`)).toEqual([
+      "cluster.retryGapMs: dropAfterMs / retryGapMs = 10000000000 retries of one request; at most 10000",
+    ]);
+    expect(problems(`${MINIMAL}swayam: { listLengths: [5000, 1] }\n`)[0]).toMatch(/^swayam\.listLengths/);
+    expect(problems(MINIMAL.replace("capacity: 16", "capacity: 4096"))).toEqual([]);
+  });
+
   it("reads JSON as well as YAML", () => {
     const data = {
       description: "a minimal scenario",
@@ -232,6 +242,12 @@ describe("the scenarios in scenarios/", () => {
       else expect(() => loadScenario(file), file).not.toThrow();
     }
     for (const name of EXPERIMENT_NAMES) expect(EXPERIMENTS[name].name).toBe(name);
+  });
+
+  it("every simulation scenario's slice lies inside its trace and its size inside the simulator's limits", async () => {
+    const files = listScenarioFiles().filter(({ file }) => scenarioKind(file) === undefined);
+    expect(files.length).toBeGreaterThan(5);
+    for (const { file } of files) await expect(prepareExperiment(loadScenario(file)), file).resolves.toBeDefined();
   });
 
   it("azure-d08-d09 replays days 8 and 9 only (minutes 0-2879), never the hold-out", () => {
@@ -360,6 +376,35 @@ ${extra}`;
     const e = scenario(dir, "");
     await expect(prepareExperiment({ ...e, trace: { ...e.trace, file: "missing.csv" } }, "/nonexistent")).rejects.toThrow(
       /trace\.file: trace not found: missing\.csv/,
+    );
+  });
+
+  it("refuses a slice past the trace's end and runs too large to hold, naming the field (no longer cut short, out of memory or hung)", async () => {
+    const dir = tempDir();
+    tinyTrace(dir);
+    const e = scenario(dir, "");
+    const refused = async (x: Experiment) => {
+      try {
+        await prepareExperiment(x, "/nonexistent");
+      } catch (err) {
+        if (err instanceof ScenarioError) return err.problems.join("\n");
+        throw err;
+      }
+      return "accepted";
+    };
+    expect(await refused({ ...e, trace: { ...e.trace, minutes: 30 } })).toMatch(
+      /^trace\.minutes: 30 minutes from minute 0 .*reach past the end of tiny\.csv \(20 minutes\)/,
+    );
+    expect(await refused({ ...e, trace: { ...e.trace, fromMinute: 15, minutes: 5 } })).toBe("accepted");
+    expect(await refused({ ...e, capacity: { peakSized: 1e308 } })).toMatch(
+      /^capacity\.peakSized: 1e\+308 x \d+ peak-sized replicas = .* backends; at most 4096/,
+    );
+    expect(await refused({ ...e, trace: { ...e.trace, rateScale: 1e12 } })).toMatch(
+      /^trace\.rateScale: the slice holds about .* requests .*; at most 100,000,000/,
+    );
+    expect(await refused({ ...e, cluster: { ...e.cluster, binMs: 1e-6 } })).toMatch(/^cluster\.binMs: 0\.000001 ms gives .* bins/);
+    expect(await refused({ ...e, cluster: { ...e.cluster, autoscaleMs: 1e-6 } })).toMatch(
+      /^cluster\.autoscaleMs: .* ticks over the run; at most 10,000,000/,
     );
   });
 

@@ -15,7 +15,7 @@ import { DEFAULT_FORECASTER_SPEC, FORECASTER_MODELS } from "@infergrid/forecast"
 import { PARK_DEFAULTS } from "@infergrid/swayam";
 import { parseDocument } from "yaml";
 import { z } from "zod";
-import type { MetricsDefinition, SlowLoopSettings, SwayamSettings } from "./config.js";
+import { type MetricsDefinition, SIM_LIMITS, type SlowLoopSettings, type SwayamSettings } from "./config.js";
 import { scenariosDir } from "./paths.js";
 import { POLICY_NAMES, type PolicyName } from "./policies.js";
 import { DEFAULT_SIM_PREDICTOR } from "./signals.js";
@@ -85,12 +85,13 @@ const POSITIVE = "expected a positive number";
 const NON_NEGATIVE = "expected a number >= 0";
 const positive = () => z.number({ error: typeError(POSITIVE) }).positive({ error: POSITIVE });
 const nonNegative = () => z.number({ error: typeError(NON_NEGATIVE) }).nonnegative({ error: NON_NEGATIVE });
-const integer = (min: number) => {
-  const error = `expected an integer >= ${min}`;
-  return z
+const integer = (min: number, max?: number) => {
+  const error = max === undefined ? `expected an integer >= ${min}` : `expected an integer in [${min}, ${max}]`;
+  const n = z
     .number({ error: typeError(error) })
     .int({ error })
     .min(min, { error });
+  return max === undefined ? n : n.max(max, { error });
 };
 const text = () => z.string({ error: typeError("expected a non-empty string") }).min(1, { error: "expected a non-empty string" });
 const fraction = (what: string) => {
@@ -195,7 +196,7 @@ const TraceSchema = z.strictObject({
 /** Swayam's evaluation where it gives a value (paper-parameters.md); the other timings are this repository's. */
 const ClusterSchema = z
   .strictObject({
-    frontends: integer(1).default(8),
+    frontends: integer(1, SIM_LIMITS.frontends).default(8),
     autoscaleMs: positive().default(10_000),
     hopMs: nonNegative().default(0.5),
     coldStartMs: nonNegative().default(10_000),
@@ -205,13 +206,21 @@ const ClusterSchema = z
     /** Series bin width in simulated ms (default: one trace minute). */
     binMs: positive().optional(),
   })
-  .prefault({});
+  .prefault({})
+  .superRefine((c, ctx) => {
+    if (c.dropAfterMs / c.retryGapMs > SIM_LIMITS.retries)
+      ctx.addIssue({
+        code: "custom",
+        path: ["retryGapMs"],
+        message: `dropAfterMs / retryGapMs = ${Math.ceil(c.dropAfterMs / c.retryGapMs)} retries of one request; at most ${SIM_LIMITS.retries}`,
+      });
+  });
 
 const SwayamSchema = z
   .strictObject({
     listLengths: z
-      .union([z.literal("peak-sized"), z.array(integer(0)).min(1)], {
-        error: typeError('expected "peak-sized" or a list of integers >= 0'),
+      .union([z.literal("peak-sized"), z.array(integer(0, SIM_LIMITS.backends)).min(1)], {
+        error: typeError(`expected "peak-sized" or a list of integers in [0, ${SIM_LIMITS.backends}]`),
       })
       .default("peak-sized"),
     minWarm: integer(1).default(1),
@@ -306,7 +315,7 @@ const ScenarioSchema = z
     /** Every job's settings unless its entry in `jobs` gives its own. */
     jobDefaults: JobDefaultsSchema,
     /** Backends in the cluster, or { peakSized: f }: f x the sum of every job's peak-sized replicas. */
-    capacity: z.union([integer(1), z.strictObject({ peakSized: positive() })], {
+    capacity: z.union([integer(1, SIM_LIMITS.backends), z.strictObject({ peakSized: positive() })], {
       error: typeError("expected a number of backends or { peakSized: factor }"),
     }),
     startAtOnePerJob: z.boolean({ error: typeError("expected true or false") }).default(false),

@@ -57,7 +57,7 @@ import {
   staticPrefixLength,
   stepDispatch,
 } from "@infergrid/swayam";
-import type { JobSpec, LoanHook, LoanSurface, SlowLoopSettings } from "./config.js";
+import { type JobSpec, type LoanHook, type LoanSurface, SIM_LIMITS, type SlowLoopSettings } from "./config.js";
 import { type ClusterModel, FIRST_MODEL_EVENT, LOAN_EVENT, type Simulation } from "./engine.js";
 import { meanServiceMs, servicePercentileMs } from "./policies.js";
 import { SimPredictor } from "./signals.js";
@@ -79,7 +79,7 @@ const PARK_TIMEOUT = FIRST_MODEL_EVENT + 14;
 const PARK_DRAINING = FIRST_MODEL_EVENT + 15;
 
 /** Park messages carry (round, target, backend) in one number: backends and park targets below these bounds. */
-const BACKEND_SLOTS = 4096;
+const BACKEND_SLOTS = SIM_LIMITS.backends;
 const TARGET_SLOTS = 8;
 const parkMessage = (round: number, target: number, b: number) => (round * TARGET_SLOTS + target) * BACKEND_SLOTS + b;
 const messageBackend = (m: number) => m % BACKEND_SLOTS;
