@@ -82,4 +82,17 @@ describe("npm run sim -- themis-*", () => {
     expect(b.code).toBe(2);
     expect(b.err).toMatch(/hold-out/);
   });
+
+  it("refuses a load or a tick the simulator cannot hold, naming the field (a rate of 1e12/s ran out of memory)", async () => {
+    const huge = join(dir, "huge.yaml");
+    writeFileSync(
+      huge,
+      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\ntickMs: 0.000001\n" +
+        "load: { kind: steps, steps: [{ untilMs: 60000, ratePerS: 1000000000000 }] }\n",
+    );
+    const r = await cli(["--scenario", huge, "--check"]);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/load: about 60,000,000,000,000 requests; the simulator replays at most 100,000,000/);
+    expect(r.err).toMatch(/tickMs: 0\.000001 ms gives 60000000000 ticks over the run; at most 10000000/);
+  });
 });

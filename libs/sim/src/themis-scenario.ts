@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import { fitThemisProfile, measuredSamples, POLICY_NAMES, type PolicyName, type ThemisProfile } from "@infergrid/themis";
 import { z } from "zod";
+import { SIM_LIMITS } from "./config.js";
 import { resolveInput } from "./paths.js";
 import { formatIssues, readScenarioData, ScenarioError } from "./scenario.js";
 
@@ -38,8 +39,8 @@ const themisScenarioSchema = z.strictObject({
   profile: z.strictObject({ file: z.string().min(1), model: z.string().min(1), section: z.string().optional() }),
   sloMs: z.number().positive(),
   /** Most cores one backend may have (its node's limit). */
-  maxCores: z.number().int().positive().default(16),
-  maxBatch: z.number().int().positive().default(16),
+  maxCores: z.number().int().positive().max(1024).default(16),
+  maxBatch: z.number().int().positive().max(4096).default(16),
   /** t_setup: a new backend serves this long after it was asked for. */
   coldStartMs: z.number().nonnegative().default(10_000),
   /**
@@ -125,6 +126,20 @@ export function loadThemisScenario(path: string, profilesDir: string, tracesDir:
         problems.push(`load.steps.${i}.untilMs: must be a whole second (the load is replayed per second), got ${s.untilMs}`);
     });
   }
+  // Past the simulator's limits a run runs out of memory or for hours.
+  const durationMs = loadDurationMs(rest.load);
+  const requests =
+    rest.load.kind === "steps"
+      ? rest.load.steps.reduce((sum, st, i, all) => sum + (st.ratePerS * (st.untilMs - (i > 0 ? (all[i - 1]?.untilMs ?? 0) : 0))) / 1000, 0)
+      : (rest.load.peakPerS * durationMs) / 1000;
+  if (!(requests <= SIM_LIMITS.requests))
+    problems.push(
+      `load: about ${Math.round(requests).toLocaleString("en-US")} requests${rest.load.kind === "trace" ? " at most (peakPerS over every minute)" : ""}; the simulator replays at most ${SIM_LIMITS.requests.toLocaleString("en-US")}`,
+    );
+  if (!(durationMs / rest.tickMs <= SIM_LIMITS.ticks))
+    problems.push(
+      `tickMs: ${rest.tickMs} ms gives ${Math.round(durationMs / rest.tickMs)} ticks over the run; at most ${SIM_LIMITS.ticks}`,
+    );
   let traceFile: string | undefined;
   if (rest.load.kind === "trace") {
     const l = rest.load;
