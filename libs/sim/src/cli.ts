@@ -31,18 +31,23 @@ export interface CliIO {
   stderr: NodeJS.WritableStream;
 }
 
+/** A comma-separated list with no empty entry and none twice ("1,,2" once ran seed 0, "," no policy at all). */
+const commaList = (value: string, what: string): string[] => {
+  const items = value.split(",").map((s) => s.trim());
+  if (items.some((s) => s === "")) throw new InvalidArgumentError(`${what}: an empty entry in ${JSON.stringify(value)}`);
+  const twice = items.find((s, i) => items.indexOf(s) !== i);
+  if (twice !== undefined) throw new InvalidArgumentError(`${what}: ${twice} is listed twice`);
+  return items;
+};
+
 /** Policy names as given; which are known depends on the scenario's kind, so run() checks them. */
-const policyList = (value: string): string[] =>
-  value
-    .split(",")
-    .map((s) => s.trim())
-    .filter(Boolean);
+const policyList = (value: string): string[] => commaList(value, "policies");
 
 const seedList = (value: string): number[] => {
-  const seeds = value.split(",").map((s) => Number(s.trim()));
-  if (seeds.length === 0 || seeds.some((s) => !Number.isInteger(s) || s < 0))
-    throw new InvalidArgumentError("seeds are integers >= 0, comma-separated");
-  return seeds;
+  const items = commaList(value, "seeds");
+  const bad = items.find((s) => !/^\d+$/.test(s) || !Number.isSafeInteger(Number(s)));
+  if (bad !== undefined) throw new InvalidArgumentError(`seeds are integers >= 0, comma-separated; got ${JSON.stringify(bad)}`);
+  return items.map(Number);
 };
 
 const integerAtLeast = (min: number, what: string) => (value: string) => {

@@ -480,6 +480,21 @@ describe("the CLI on a bad scenario", () => {
     }
   });
 
+  it('exits 2 on a seed or policy list with an empty entry or one listed twice (1,,2 ran seed 0; "," ran no policy)', async () => {
+    const cases: [string[], RegExp][] = [
+      [["smoke", "--seeds", "1,,2"], /seeds: an empty entry in "1,,2"/],
+      [["smoke", "--seeds", "1,1"], /seeds: 1 is listed twice/],
+      [["smoke", "--seeds", "1,0x10"], /got "0x10"/],
+      [["smoke", "--policies", ","], /policies: an empty entry/],
+      [["smoke", "--policies", "swayam,swayam"], /policies: swayam is listed twice/],
+    ];
+    for (const [args, message] of cases) {
+      const c = capture();
+      expect(await main([...args, "--check"], c.io), args.join(" ")).toBe(2);
+      expect(c.text().err, args.join(" ")).toMatch(message);
+    }
+  });
+
   it("lists the scenarios with their descriptions", async () => {
     const c = capture();
     expect(await main(["--list"], c.io)).toBe(0);

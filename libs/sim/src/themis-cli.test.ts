@@ -52,6 +52,10 @@ describe("npm run sim -- themis-*", () => {
     const check = await cli(["themis-faro", "--check"]);
     expect(check.code, check.err).toBe(0);
     expect(check.out).toMatch(/valid: themis-faro, resnet34 .* serve-cluster9, minutes 0-359, peak 120\/s; 4 policies x 3 seeds/);
+    // Past the slice: refused (it was cut short silently and reported as asked).
+    const past = await cli(["themis-faro", "--from-minute", "300", "--minutes", "100", "--check"]);
+    expect(past.code).toBe(2);
+    expect(past.err).toMatch(/--minutes 100: minutes 300-399 reach past the scenario's minutes 0-359/);
     const out = join(dir, "faro");
     const r = await cli(["themis-faro", "--minutes", "2", "--seeds", "1", "--policies", "infergrid,horizontal-only", "--out", out]);
     expect(r.code, r.err).toBe(0);

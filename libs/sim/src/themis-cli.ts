@@ -28,7 +28,11 @@ function cut(file: string, s: ThemisScenario, opts: Options): ThemisScenario {
   if (from < load.fromMinute || from >= end) {
     throw new ScenarioError(file, [`--from-minute ${from}: outside the scenario's minutes ${load.fromMinute}-${end - 1}`]);
   }
-  const minutes = Math.min(opts.minutes ?? end - from, end - from);
+  const minutes = opts.minutes ?? end - from;
+  if (from + minutes > end)
+    throw new ScenarioError(file, [
+      `--minutes ${minutes}: minutes ${from}-${from + minutes - 1} reach past the scenario's minutes ${load.fromMinute}-${end - 1}`,
+    ]);
   return { ...s, load: { ...load, fromMinute: from, minutes } };
 }
 
