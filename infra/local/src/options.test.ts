@@ -109,6 +109,7 @@ describe("parseOptions", () => {
     [["--log-level", "loud"], "Allowed choices are trace"],
     [["--trace", "t.csv", "--jobs", "a,a"], "names a job twice"],
     [["--trace", "t.csv", "--jobs", ","], "must name at least one job"],
+    [["--console-port", "70000"], "must be a port number (0 to 65535)"],
     [["--bogus"], "unknown option '--bogus'"],
     [["extra"], "too many arguments"],
   ])("refuses %j with a clear message", (argv, message) => {
@@ -119,6 +120,11 @@ describe("parseOptions", () => {
     expect(errorOf(["--peak-rps", "10", "--rate-scale", "1"])).toContain("--peak-rps and --rate-scale cannot both be given");
     expect(errorOf(["--jobs", "a"])).toContain("--jobs needs --trace");
     expect(errorOf(["--top-jobs", "3"])).toContain("--top-jobs needs --trace");
+    // The vertical and heterogeneous modes have one service of their own: a job list was silently ignored.
+    expect(errorOf(["--themis", "resnet18", "--jobs", "a"])).toContain("--themis cannot be combined with --jobs");
+    expect(errorOf(["--kairos", "dien", "--types", "t3.xlarge=1", "--top-jobs", "2"])).toContain(
+      "--kairos cannot be combined with --top-jobs",
+    );
     expect(errorOf(["--trace", "t.csv", "--no-onnx"])).toContain("--no-onnx only applies to the synthetic workload");
   });
 

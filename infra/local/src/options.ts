@@ -89,10 +89,10 @@ export class OptionsError extends Error {
 }
 
 const int =
-  (min: number, what: string) =>
+  (min: number, what: string, max = Number.MAX_SAFE_INTEGER) =>
   (value: string): number => {
     const n = Number(value);
-    if (value.trim() === "" || !Number.isInteger(n) || n < min) throw new InvalidArgumentError(`must be ${what}.`);
+    if (value.trim() === "" || !Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`must be ${what}.`);
     return n;
   };
 
@@ -203,7 +203,7 @@ export function buildProgram(): Command {
     )
     .addOption(new Option("--log-level <level>", "services' log level (their logs go to files)").choices(LOG_LEVELS).default("warn"))
     .option("--runtime-dir <dir>", "where each run's directory of logs is made (default: .runtime/ in the repository)")
-    .option("--console-port <port>", "port of the live web console (0: any free port)", int(0, "a port number"), 8090)
+    .option("--console-port <port>", "port of the live web console (0: any free port)", int(0, "a port number (0 to 65535)", 65_535), 8090)
     .option(
       "--insecure",
       "open NATS and plaintext gRPC (for experiments); by default each process connects to NATS over TLS as its own user with its role's permissions, and gRPC is mutual TLS with peer roles, each process with a certificate from a throwaway CA made for the run (docs/security.md)",
@@ -295,7 +295,17 @@ interface RawOptions {
 }
 
 /** Options that belong to trace replay or to a homogeneous pool, which the heterogeneous mode does not take. */
-const NOT_WITH_KAIROS = ["--trace", "--rate-scale", "--from-minute", "--minutes", "--compression", "--backends", "--no-onnx"];
+const NOT_WITH_KAIROS = [
+  "--trace",
+  "--jobs",
+  "--top-jobs",
+  "--rate-scale",
+  "--from-minute",
+  "--minutes",
+  "--compression",
+  "--backends",
+  "--no-onnx",
+];
 /** The vertical-scaling mode's own options: meaningless without --themis. */
 const THEMIS_ONLY = ["--base-rps", "--step-at", "--step-for", "--slo-ms", "--node-cores", "--cold-start-ms"];
 

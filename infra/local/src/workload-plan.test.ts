@@ -160,6 +160,15 @@ describe("planWorkload, synthetic", () => {
     expect(planWorkload({ ...o, minutes: 10, durationS: 5 }).durationMs).toBe(5_000);
   });
 
+  it("refuses a slice past a year of synthetic minutes with the options' names (1e12 threw a RangeError)", () => {
+    const o = { ...base, trace: undefined };
+    expect(() => planWorkload({ ...o, fromMinute: 1e12 })).toThrow(OptionsError);
+    expect(() => planWorkload({ ...o, fromMinute: 1e12 })).toThrow(
+      /--from-minute 1000000000000: the synthetic workload reaches minute 525600 at most/,
+    );
+    expect(() => planWorkload({ ...o, fromMinute: 525_000, minutes: 1000 })).toThrow(/--minutes 1000/);
+  });
+
   it("the heterogeneous mode's load: a constant rate for the duration, one trace minute a second", () => {
     const service = traceJobService("dien", "dien");
     const plan = planKairosWorkload({ ...base, trace: undefined, peakRps: 15, durationS: 12 }, service);

@@ -145,11 +145,19 @@ function finish(trace: Trace, services: DemoService[], options: Options, descrip
   };
 }
 
+/** The last minute the synthetic workload generates up to: a year of minutes. */
+export const SYNTHETIC_MAX_MINUTES = 525_600;
+
 /** The built-in synthetic workload, or a read trace turned into services; throws OptionsError on a bad slice or job. */
 export function planWorkload(options: Options, readTrace?: Trace): WorkloadPlan {
   if (readTrace === undefined) {
     const { services, jobs } = syntheticDemo(options.onnx);
     const minutes = options.fromMinute + (options.minutes ?? SYNTHETIC_DAY_MINUTES);
+    // Every minute up to the last one replayed is generated (--from-minute 1e12 threw a RangeError).
+    if (minutes > SYNTHETIC_MAX_MINUTES)
+      throw new OptionsError(
+        `--from-minute ${options.fromMinute}${options.minutes === undefined ? "" : ` --minutes ${options.minutes}`}: the synthetic workload reaches minute ${SYNTHETIC_MAX_MINUTES} at most (a year); give --trace for longer`,
+      );
     const full = syntheticTrace({ jobs, minutes, seed: options.seed, source: `synthetic day (seed ${options.seed})` });
     return finish(slice(full, options), services, options, full.source);
   }
