@@ -85,6 +85,16 @@ describe("npm run sim -- themis-*", () => {
     const b = await cli(["--scenario", holdout, "--check"]);
     expect(b.code).toBe(2);
     expect(b.err).toMatch(/hold-out/);
+    // --check reads the trace: a job it lacks is named by its field (a run failed with exit 1 and no path).
+    const nojob = join(dir, "nojob.yaml");
+    writeFileSync(
+      nojob,
+      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\n" +
+        "load: { kind: trace, file: faro-10jobs-6h-per-minute.csv, job: nope, minutes: 10, peakPerS: 50 }\n",
+    );
+    const c = await cli(["--scenario", nojob, "--check"]);
+    expect(c.code).toBe(2);
+    expect(c.err).toMatch(/load\.job: no column "nope" in faro-10jobs-6h-per-minute\.csv; its jobs: serve-cluster0/);
   });
 
   it("refuses a load or a tick the simulator cannot hold, naming the field (a rate of 1e12/s ran out of memory)", async () => {

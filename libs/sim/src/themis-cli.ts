@@ -8,7 +8,7 @@ import type { CliIO, Options } from "./cli.js";
 import { defaultProfilesDir, defaultTracesDir, repoRoot } from "./paths.js";
 import { asScenarioError, startRunBar, writeRunOutput } from "./run-output.js";
 import { ScenarioError } from "./scenario.js";
-import { runThemisScenario, type ThemisScenarioResult, themisMarkdown } from "./themis-experiment.js";
+import { runThemisScenario, type ThemisScenarioResult, themisMarkdown, themisWorkload } from "./themis-experiment.js";
 import { loadThemisScenario, type ThemisScenario } from "./themis-scenario.js";
 
 const isThemisPolicy = (p: string): p is PolicyName => (POLICY_NAMES as readonly string[]).includes(p);
@@ -50,6 +50,8 @@ export async function runThemisCli(file: string, opts: Options, io: CliIO): Prom
   };
   const p = scenario.profile;
   if (opts.check) {
+    // Reads the trace, so that --check finds a job it lacks or a slice past its end.
+    await themisWorkload(scenario);
     const load =
       scenario.load.kind === "steps"
         ? `steps ${scenario.load.steps.map((x) => `${x.ratePerS}/s until ${x.untilMs / 1000} s`).join(", ")}`

@@ -4,7 +4,8 @@
  */
 import { seededRandom } from "@infergrid/core";
 import { INFERGRID_THEMIS, type PolicyName, planHorizontal, scalingPolicy } from "@infergrid/themis";
-import { arrivalSchedule, jobCounts, makeTrace, readTraceFile, sliceMinutes, type Trace } from "@infergrid/workload";
+import { arrivalSchedule, jobCounts, makeTrace, readTraceFile, sliceMinutes, type Trace, TraceFormatError } from "@infergrid/workload";
+import { ScenarioError } from "./scenario.js";
 import { runThemisCluster, type ThemisClusterSetting, type ThemisRunResult } from "./themis-cluster.js";
 import { loadDurationMs, resizeMsAt, type ThemisScenario } from "./themis-scenario.js";
 
@@ -42,15 +43,27 @@ export async function themisWorkload(s: ThemisScenario): Promise<ThemisWorkload>
     };
   }
   if (s.traceFile === undefined) throw new Error(`scenario ${s.name}: its trace file was not resolved`);
-  const full = await readTraceFile(s.traceFile);
-  if (load.fromMinute + load.minutes > full.minutes) {
-    throw new Error(`load: minutes ${load.fromMinute}-${load.fromMinute + load.minutes - 1} are past the trace's ${full.minutes}`);
+  let full: Trace;
+  try {
+    full = await readTraceFile(s.traceFile);
+  } catch (err) {
+    if (err instanceof TraceFormatError) throw new ScenarioError(s.name, [`load.file: ${err.message}`]);
+    throw err;
   }
+  if (load.fromMinute + load.minutes > full.minutes) {
+    throw new ScenarioError(s.name, [
+      `load.minutes: minutes ${load.fromMinute}-${load.fromMinute + load.minutes - 1} are past the end of ${load.file} (${full.minutes} minutes)`,
+    ]);
+  }
+  if (!full.counts.has(load.job))
+    throw new ScenarioError(s.name, [`load.job: no column ${JSON.stringify(load.job)} in ${load.file}; its jobs: ${full.jobs.join(", ")}`]);
   const trace = sliceMinutes(full, load.fromMinute, load.fromMinute + load.minutes);
   const counts = jobCounts(trace, load.job);
   const peak = Math.max(...counts);
   if (!(peak > 0))
-    throw new Error(`load: job ${load.job} has no requests in minutes ${load.fromMinute}-${load.fromMinute + load.minutes - 1}`);
+    throw new ScenarioError(s.name, [
+      `load.job: ${load.job} has no requests in minutes ${load.fromMinute}-${load.fromMinute + load.minutes - 1}`,
+    ]);
   const rateScale = (load.peakPerS * 60) / peak;
   return {
     trace,
