@@ -3,7 +3,7 @@ import { GrpcStatusError, grpc, type Logger, requirePeerRole, unaryHandler } fro
 import type { Allocator } from "./allocator.js";
 
 /** The AllocatorAdmin gRPC API: thin, every rule lives in the Allocator. */
-export function adminHandlers(allocator: Allocator, logger: Logger, now: () => number = Date.now): grpc.UntypedServiceImplementation {
+export function adminHandlers(allocator: Allocator, logger: Logger, now: () => number): grpc.UntypedServiceImplementation {
   const log = logger.child({ component: "admin" });
   return {
     RegisterService: unaryHandler<admin.RegisterServiceRequest.$Properties, admin.RegisterServiceReply.$Properties>(log, (req) =>

@@ -12,6 +12,7 @@ import {
 } from "@infergrid/runtime";
 import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeBackends, emulatedSpec as spec } from "./fake-backends.js";
 
 const TTL_MS = 1500;
 /** The allocator's price list; cpu-1, what most fakes report, is deliberately not in it. */
@@ -19,88 +20,6 @@ const PRICES = [
   { name: "g4dn.xlarge", pricePerHour: 0.526, maxCount: 4 },
   { name: "r5n.large", pricePerHour: 0.149, maxCount: 10 },
 ];
-
-const spec = (name: string, over: Partial<control.ServiceSpec.$Properties> = {}): control.ServiceSpec.$Properties => ({
-  name,
-  model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.36, locMs: 72.86, scaleMs: 86.69 }, coldStartMs: 500 },
-  sla: { latencyThresholdMs: 500, percentile: 99, burstFactor: 2 },
-  maxBackends: 3,
-  ...over,
-});
-
-/**
- * Fake backends: heartbeats as a backend-worker sends them. Like the worker, a fake watches its
- * assignment and reports its service, until it "decommissions" itself (then it reports none
- * until it is assigned again).
- */
-class FakeBackends {
-  private readonly timers = new Map<string, NodeJS.Timeout>();
-  private readonly watches = new Map<string, () => void>();
-  private readonly assignment = new Map<string, control.BackendAssignment | undefined>();
-  private readonly returnedVersion = new Map<string, number>();
-  readonly state = new Map<string, backend.BackendState>();
-  /** Instance type per backend (default cpu-1, the backend-worker's default). */
-  readonly types = new Map<string, string>();
-  /** Size per backend (Themis); none reported by default, as a worker that predates sizes. */
-  readonly sizes = new Map<string, { cores: number; maxBatch: number }>();
-  constructor(
-    private readonly nc: NatsConnection,
-    private readonly registry: ServiceRegistry,
-  ) {}
-
-  service(id: string): string {
-    const a = this.assignment.get(id);
-    return a?.service && Number(a.version) !== this.returnedVersion.get(id) ? a.service : "";
-  }
-
-  beat(id: string): void {
-    publishMessage(this.nc, subjects.heartbeat("backend", id), control.Heartbeat, {
-      role: control.Role.ROLE_BACKEND,
-      id,
-      address: `127.0.0.1:${10_000 + Number(id.slice(-2))}`,
-      startedAtUnixMs: 1,
-      sentAtUnixMs: Date.now(),
-      instanceType: this.types.get(id) ?? "cpu-1",
-      backend: {
-        backendId: id,
-        state: this.state.get(id) ?? backend.BackendState.BACKEND_STATE_COLD,
-        service: this.service(id),
-        reportedAtUnixMs: Date.now(),
-        ...(this.sizes.get(id) ?? {}),
-      },
-    });
-  }
-
-  start(id: string): void {
-    this.watches.set(
-      id,
-      this.registry.watchAssignment(id, (a) => this.assignment.set(id, a)),
-    );
-    this.beat(id);
-    this.timers.set(
-      id,
-      setInterval(() => this.beat(id), 200),
-    );
-  }
-
-  /** Idled T: goes cold, leaves its service and beats at once, as a real backend does. */
-  decommission(id: string): void {
-    this.returnedVersion.set(id, Number(this.assignment.get(id)?.version ?? 0));
-    this.state.set(id, backend.BackendState.BACKEND_STATE_COLD);
-    this.beat(id);
-  }
-
-  silence(id: string): void {
-    clearInterval(this.timers.get(id));
-    this.timers.delete(id);
-    this.watches.get(id)?.();
-    this.watches.delete(id);
-  }
-
-  stopAll(): void {
-    for (const id of [...this.timers.keys()]) this.silence(id);
-  }
-}
 
 describe("global-allocator (real nats-server, real process, real gRPC)", () => {
   let nats: NatsServerHandle;

@@ -19,6 +19,8 @@ import { normalizeSpec, type SpecDefaults, sameSpec, serviceModelOf } from "./sp
 import type { ListTarget, ThemisService } from "./themis-controller.js";
 
 export interface AllocatorOptions {
+  /** The clock the allocator's own writes are stamped with (main.ts: a SteadyClock, which a wall-clock step does not move). */
+  now: () => number;
   ttlMs: number;
   /** How long a fresh assignment may go unacknowledged before "cold, no service" means "returned". */
   graceMs: number;
@@ -157,7 +159,7 @@ export class Allocator {
       jobs &&
       new LoanManager(
         jobs.store,
-        (id, job, spec) => this.writeLoan(id, job, spec, Date.now()),
+        (id, job, spec) => this.writeLoan(id, job, spec, options.now()),
         logger.child({ component: "loans" }),
         jobs.loan,
         jobs.onPreempted ? { onPreempted: jobs.onPreempted } : {},

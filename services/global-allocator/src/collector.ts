@@ -19,24 +19,36 @@ export function collect(
   signals: SignalBook,
   logger: Logger,
   onGarbled: () => void,
-  now: () => number = Date.now,
+  /**
+   * The allocator's clock, and how far it is ahead of this host's wall clock (SteadyClock): forecasts and load
+   * reports carry their senders' wall-clock times, which are carried onto it.
+   */
+  clock: { now(): number; wallOffset(): number },
   /** --signed-heartbeats: only heartbeats signed by their member's certificate. */
   verifier?: HeartbeatVerifier,
 ): Subscription[] {
+  const now = () => clock.now();
   const log = logger.child({ component: "collector" });
   const refused = (what: string, service: string, problem: string | undefined) => {
     if (problem) log.warn({ service, problem }, `ignored a ${what}`);
   };
   return [
-    subscribeMessages(nc, subjects.allForecasts, control.Forecast, log, (f) => refused("forecast", f.service, signals.onForecast(f)), {
-      onGarbled,
-    }),
+    subscribeMessages(
+      nc,
+      subjects.allForecasts,
+      control.Forecast,
+      log,
+      (f) => refused("forecast", f.service, signals.onForecast(f, clock.wallOffset())),
+      {
+        onGarbled,
+      },
+    ),
     subscribeMessages(
       nc,
       subjects.allLoad,
       control.LoadReport,
       log,
-      (r) => refused("load report", r.service, signals.onLoadReport(r, now())),
+      (r) => refused("load report", r.service, signals.onLoadReport(r, now(), clock.wallOffset())),
       { onGarbled },
     ),
     subscribeHeartbeats(nc, subjects.heartbeatsOf("backend"), log, (hb) => allocator.onBackendHeartbeat(hb, now()), {

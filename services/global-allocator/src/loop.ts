@@ -8,15 +8,16 @@ export function startControlLoop(
   allocator: Allocator,
   periodMs: number,
   onStep: (seconds: number) => void,
-  beforeStep: (now: number) => void = () => {},
+  beforeStep: (now: number) => void,
+  now: () => number,
 ): { stop(): void } {
   let pending: NodeJS.Timeout | undefined;
   let stopped = false;
   const step = async () => {
     if (stopped) return;
     const start = performance.now();
-    beforeStep(Date.now());
-    await allocator.reconcile(Date.now());
+    beforeStep(now());
+    await allocator.reconcile(now());
     onStep((performance.now() - start) / 1000);
   };
   allocator.wake = () => {

@@ -1,5 +1,6 @@
 import { OBJECTIVES, planStaticAllocation } from "@infergrid/allocation";
 import { heartbeatVerifier, JobStore, ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { SteadyClock } from "@infergrid/core";
 import { LOAN_FLOOR_PLAN, loanShare } from "@infergrid/fapes";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { runService } from "@infergrid/runtime";
@@ -31,6 +32,10 @@ const THEMIS_RESIZE_RETRY_MS = 3_000;
 
 await runService("global-allocator", allocatorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
+  // Every interval the allocator measures (silence, settling, grace, loans' timers) on a clock a step of the wall
+  // clock does not move; peers' timestamps are carried onto it where they are received (collector.ts).
+  const clock = new SteadyClock();
+  const now = () => clock.now();
   const problems = configProblems(config);
   if (problems.length > 0) {
     // As for a bad value of one option: exit 2 with a message naming the options.
@@ -92,6 +97,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
         )
       : undefined;
   const allocator = new Allocator(new RegistryActuator(registry, nc), logger.child({ component: "allocator" }), {
+    now,
     ttlMs,
     graceMs,
     settleMs,
@@ -153,8 +159,8 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       : {}),
   });
   const found = await readRegistry(registry);
-  allocator.restore(found.services, found.assignments, Date.now());
-  if (jobStore) await allocator.restoreJobs(await jobStore.listJobs(), found.assignments, Date.now());
+  allocator.restore(found.services, found.assignments, now());
+  if (jobStore) await allocator.restoreJobs(await jobStore.listJobs(), found.assignments, now());
 
   const poolManager =
     actuator &&
@@ -170,15 +176,15 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       logger.child({ component: "pool" }),
       { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
     );
-  const m = allocatorMetrics(metrics, allocator, () => poolManager?.target);
-  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, Date.now, heartbeatVerifier(ctx));
+  const m = allocatorMetrics(metrics, allocator, () => poolManager?.target, now);
+  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, clock, heartbeatVerifier(ctx));
   const loop = startControlLoop(
     allocator,
     config.controlPeriodMs,
     (s) => {
       m.reconcileSeconds.observe(s);
-      m.accrueCoreSeconds(Date.now());
-      void poolManager?.step(Date.now());
+      m.accrueCoreSeconds(now());
+      void poolManager?.step(now());
     },
     (now) => {
       if (!planner) return;
@@ -188,18 +194,20 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       const capacity = actuator ? config.poolMaxSize : allocator.snapshot(now).poolSize;
       planner.tick(now, specs, capacity);
     },
+    now,
   );
 
   const themisTimer = setInterval(() => {
-    const now = Date.now();
-    const reports = themis.tick(now, allocator.themisServices(now));
+    const t = now();
+    const reports = themis.tick(t, allocator.themisServices(t));
     // The list targets apply on the next reconcile: ask for one now rather than a control period later.
     if (reports.length > 0) allocator.wake();
   }, config.themisTickMs);
 
   const member = await serveMember(ctx, {
     role: "allocator",
-    register: (server) => server.addService(AllocatorAdminDefinition, adminOnly(adminHandlers(allocator, logger), config.grpcPeerRoles)),
+    register: (server) =>
+      server.addService(AllocatorAdminDefinition, adminOnly(adminHandlers(allocator, logger, now), config.grpcPeerRoles)),
   });
 
   return {

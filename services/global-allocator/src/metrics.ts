@@ -1,12 +1,7 @@
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Allocator } from "./allocator.js";
 
-export function allocatorMetrics(
-  registry: Registry,
-  allocator: Allocator,
-  poolTarget: () => number | undefined,
-  now: () => number = Date.now,
-) {
+export function allocatorMetrics(registry: Registry, allocator: Allocator, poolTarget: () => number | undefined, now: () => number) {
   new Gauge({
     name: "infergrid_allocator_pool_target_backends",
     help: "Pool size last asked of the platform (absent without a pool actuator)",

@@ -64,6 +64,30 @@ describe("SignalBook", () => {
     expect(book.latestRatePerS("resnet", 20_000, 1_500, 3_000)).toBeCloseTo(22.5, 9);
   });
 
+  it("takes peers' wall-clock stamps onto the allocator's clock after this host's wall clock stepped back", () => {
+    // The allocator's clock reads 4,000,000; the host's wall clock stepped back an hour, as the peers' did.
+    const now = 4_000_000;
+    const shift = 3_600_000;
+    const book = new SignalBook(60_000);
+    expect(
+      book.onLoadReport(report({ windowStartUnixMs: now - shift - 1000, windowEndUnixMs: now - shift, arrivals: 20 }), now, shift),
+    ).toBeUndefined();
+    // Fresh on the allocator's clock (it was an hour old without the shift).
+    expect(book.latestRatePerS("resnet", now, 3_000)).toBeCloseTo(20, 9);
+    // A window in the future of this host's wall clock is still refused.
+    expect(book.onLoadReport(report({ windowStartUnixMs: now - shift, windowEndUnixMs: now - shift + 600_000 }), now, shift)).toMatch(
+      /in the future/,
+    );
+    const f = control.Forecast.create({
+      service: "resnet",
+      issuedAtUnixMs: now - shift,
+      stepMs: 60_000,
+      quantiles: [{ quantile: 0.5, ratePerS: [3] }],
+    });
+    expect(book.onForecast(f, shift)).toBeUndefined();
+    expect(book.forecast("resnet", now, 5_000)?.issuedAt).toBe(now);
+  });
+
   it("forgets reports past the keep span", () => {
     const book = new SignalBook(30_000);
     book.onLoadReport(report({ windowEndUnixMs: 10_000 }), 10_000);

@@ -43,7 +43,8 @@ export class SignalBook {
 
   constructor(private readonly keepMs: number) {}
 
-  onForecast(f: control.Forecast): string | undefined {
+  /** `shiftMs` carries the predictor's wall-clock stamps onto the allocator's clock (SteadyClock.wallOffset). */
+  onForecast(f: control.Forecast, shiftMs = 0): string | undefined {
     const problem = serviceNameProblem(f.service);
     if (problem) return problem;
     const stepMs = Number(f.stepMs);
@@ -54,7 +55,7 @@ export class SignalBook {
       return "forecast quantiles must be in (0, 1) with non-negative finite rates";
     }
     this.forecasts.set(f.service, {
-      issuedAt: Number(f.issuedAtUnixMs),
+      issuedAt: Number(f.issuedAtUnixMs) + shiftMs,
       stepMs,
       observedRatePerS: Number.isFinite(f.observedRatePerS) ? Math.max(0, f.observedRatePerS) : 0,
       quantiles: quantiles.sort((a, b) => a.quantile - b.quantile),
@@ -63,13 +64,17 @@ export class SignalBook {
     return undefined;
   }
 
-  onLoadReport(r: control.LoadReport, now: number): string | undefined {
-    const problem = serviceNameProblem(r.service) ?? loadWindowProblem(r, now);
+  /**
+   * `shiftMs` carries the frontend's wall-clock window onto the allocator's clock `now` (SteadyClock.wallOffset):
+   * the window is checked against this host's wall clock, and kept and aged on the allocator's.
+   */
+  onLoadReport(r: control.LoadReport, now: number, shiftMs = 0): string | undefined {
+    const problem = serviceNameProblem(r.service) ?? loadWindowProblem(r, now - shiftMs);
     if (problem) return problem;
     const report: Report = {
       frontend: r.frontendId,
-      start: Number(r.windowStartUnixMs),
-      end: Number(r.windowEndUnixMs),
+      start: Number(r.windowStartUnixMs) + shiftMs,
+      end: Number(r.windowEndUnixMs) + shiftMs,
       arrivals: finite(Number(r.arrivals)),
       completed: finite(Number(r.completed)),
       failed: finite(Number(r.failed)),

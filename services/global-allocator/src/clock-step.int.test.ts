@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { ServiceRegistry } from "@infergrid/control-plane";
+import { AllocatorAdminDefinition } from "@infergrid/proto";
+import { connectNats, createClient, createLogger, type grpc, type NatsConnection, unaryCall } from "@infergrid/runtime";
+import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { emulatedSpec, FakeBackends } from "./fake-backends.js";
+
+const TTL_MS = 1500;
+const HOUR_MS = 3_600_000;
+
+/**
+ * Loaded into the allocator's process with --import: on SIGUSR2 its wall clock (Date.now) steps back an hour, as
+ * an NTP correction or `date -s` would step a node's; the monotonic clock (performance.now) goes on.
+ */
+const STEP_BACK = `
+const realNow = Date.now;
+let offset = 0;
+process.on("SIGUSR2", () => {
+  offset -= ${HOUR_MS};
+  process.stdout.write(JSON.stringify({ level: 30, msg: "test: wall clock stepped back", offset }) + "\\n");
+});
+Date.now = () => realNow() + offset;
+`;
+
+describe("global-allocator across a step of its node's wall clock (real nats-server, real process)", () => {
+  let dir: string;
+  let nats: NatsServerHandle;
+  let allocator: ServiceProcess;
+  let client: grpc.Client;
+  let nc: NatsConnection;
+  let fakes: FakeBackends;
+
+  const call = <Req, Res>(method: grpc.MethodDefinition<Req, Res>, req: Req) =>
+    unaryCall(client, method, req, { deadline: Date.now() + 5000 });
+  const listOf = async (name: string) =>
+    ((await call(AllocatorAdminDefinition.GetService, { name })).backends ?? []).map((b) => b.backendId);
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "ig-clock-step-"));
+    const preload = join(dir, "step-back.mjs");
+    writeFileSync(preload, STEP_BACK);
+    nats = await startNatsServer();
+    const logger = createLogger("test", "clock-step-test", "warn");
+    nc = await connectNats({ servers: nats.url, name: "clock-step-test" }, logger);
+    fakes = new FakeBackends(nc, await ServiceRegistry.open(nc, logger));
+    allocator = await startService("global-allocator", {
+      nodeArgs: ["--import", pathToFileURL(preload).href],
+      env: {
+        INFERGRID_NATS_URL: nats.url,
+        INFERGRID_BACKEND_TTL_MS: String(TTL_MS),
+        INFERGRID_CONTROL_PERIOD_MS: "300",
+        INFERGRID_HEARTBEAT_MS: "300",
+        INFERGRID_ASSIGNMENT_GRACE_MS: "1000",
+      },
+    });
+    client = createClient(allocator.ready.grpcAddress ?? "");
+  });
+
+  afterAll(async () => {
+    fakes?.stopAll();
+    client?.close();
+    await allocator?.stop();
+    await nc?.close();
+    await nats?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a backend that falls silent after the wall clock stepped back an hour still leaves its list within the ttl", async () => {
+    await call(AllocatorAdminDefinition.RegisterService, { spec: emulatedSpec("resnet", { maxBackends: 2 }) });
+    for (const id of ["be-01", "be-02", "be-03"]) fakes.start(id);
+    const before = await eventually("two backends listed, one free", async () => {
+      const list = await listOf("resnet");
+      const free = (await call(AllocatorAdminDefinition.GetClusterState, {})).freeBackends;
+      return list.length === 2 && free === 1 ? list : undefined;
+    });
+    process.kill(allocator.pid, "SIGUSR2");
+    await allocator.waitForLog((l) => l.msg === "test: wall clock stepped back", 5_000);
+    const silent = before[1] as string;
+    fakes.silence(silent);
+    // On the wall clock the silence measured minus an hour: the backend stayed listed for that hour.
+    const after = await eventually(
+      `${silent} replaced`,
+      async () => {
+        const list = await listOf("resnet");
+        return list.includes(silent) || list.length < 2 ? undefined : list;
+      },
+      TTL_MS * 6,
+    );
+    const free = ["be-01", "be-02", "be-03"].find((id) => !before.includes(id));
+    expect(after).toEqual([before[0], free]);
+  });
+});
