@@ -127,17 +127,18 @@ describe("global-allocator loan floors (real nats-server, real processes)", () =
     // svc-a's frontends now see 30 req/s while the forecasts (and so the plan) still say 2.
     reportedA = 30;
     const floor = rateNeed({ ratePerS: 30, serviceMs: 100, sloMs: 400, percentile: 99 });
+    // Its floor (4) plus svc-b's (1) leave at most 6 - 5 = 1 on loan. The loans come back over a step or two (the
+    // rate read rises over its window, and a preemption is counted as its backends are asked back).
     const taken = await eventually(
-      "a loan taken back for svc-a",
+      "loans taken back for svc-a",
       async () => {
         const j = await job();
-        return (j.preemptions ?? 0) >= 1 ? j : undefined;
+        return (j.preemptions ?? 0) >= 1 && (j.backends?.length ?? 0) <= 6 - floor - 1 ? j : undefined;
       },
       15_000,
       200,
     );
-    // Its floor (4) plus svc-b's (1) leave at most 6 - 5 = 1 on loan.
-    expect(taken.backends?.length ?? 0).toBeLessThanOrEqual(6 - floor - 1);
+    expect(taken.preemptions ?? 0).toBeGreaterThanOrEqual(1);
     const a = await eventually(
       "svc-a's list to reach its floor",
       async () => {
