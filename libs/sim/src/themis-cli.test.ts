@@ -21,6 +21,13 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   return { code, out, err };
 }
 
+/** A Themis scenario file for resnet34's measured profile and a 1 s SLO, with `rest` (YAML lines) added. */
+function scenarioFile(name: string, rest: string): string {
+  const file = join(dir, `${name}.yaml`);
+  writeFileSync(file, `kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\n${rest}\n`);
+  return file;
+}
+
 describe("npm run sim -- themis-*", () => {
   it("runs the surge and prints every policy's row; results.json holds each policy's mean", async () => {
     const out = join(dir, "surge");
@@ -68,42 +75,26 @@ describe("npm run sim -- themis-*", () => {
 
   it("refuses an unknown policy, steps off whole seconds and the Azure hold-out, naming the field", async () => {
     expect((await cli(["themis-surge", "--policies", "nope"])).err).toMatch(/unknown policy 'nope' for a themis scenario/);
-    const steps = join(dir, "steps.yaml");
-    writeFileSync(
-      steps,
-      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\nload: { kind: steps, steps: [{ untilMs: 1500, ratePerS: 5 }] }\n",
-    );
+    const steps = scenarioFile("steps", "load: { kind: steps, steps: [{ untilMs: 1500, ratePerS: 5 }] }");
     const a = await cli(["--scenario", steps, "--check"]);
     expect(a.code).toBe(2);
     expect(a.err).toMatch(/load\.steps\.0\.untilMs: must be a whole second/);
-    const holdout = join(dir, "holdout.yaml");
-    writeFileSync(
-      holdout,
-      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\n" +
-        "load: { kind: trace, file: azure-functions-2019-12fn-days8-12-per-minute.csv, job: fn04, fromMinute: 2000, minutes: 900, peakPerS: 50 }\n",
+    const holdout = scenarioFile(
+      "holdout",
+      "load: { kind: trace, file: azure-functions-2019-12fn-days8-12-per-minute.csv, job: fn04, fromMinute: 2000, minutes: 900, peakPerS: 50 }",
     );
     const b = await cli(["--scenario", holdout, "--check"]);
     expect(b.code).toBe(2);
     expect(b.err).toMatch(/hold-out/);
     // --check reads the trace: a job it lacks is named by its field (a run failed with exit 1 and no path).
-    const nojob = join(dir, "nojob.yaml");
-    writeFileSync(
-      nojob,
-      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\n" +
-        "load: { kind: trace, file: faro-10jobs-6h-per-minute.csv, job: nope, minutes: 10, peakPerS: 50 }\n",
-    );
+    const nojob = scenarioFile("nojob", "load: { kind: trace, file: faro-10jobs-6h-per-minute.csv, job: nope, minutes: 10, peakPerS: 50 }");
     const c = await cli(["--scenario", nojob, "--check"]);
     expect(c.code).toBe(2);
     expect(c.err).toMatch(/load\.job: no column "nope" in faro-10jobs-6h-per-minute\.csv; its jobs: serve-cluster0/);
   });
 
   it("refuses a load or a tick the simulator cannot hold, naming the field (a rate of 1e12/s ran out of memory)", async () => {
-    const huge = join(dir, "huge.yaml");
-    writeFileSync(
-      huge,
-      "kind: themis\nprofile: { file: measured-ort-cpu-16core.json, model: resnet34 }\nsloMs: 1000\ntickMs: 0.000001\n" +
-        "load: { kind: steps, steps: [{ untilMs: 60000, ratePerS: 1000000000000 }] }\n",
-    );
+    const huge = scenarioFile("huge", "tickMs: 0.000001\nload: { kind: steps, steps: [{ untilMs: 60000, ratePerS: 1000000000000 }] }");
     const r = await cli(["--scenario", huge, "--check"]);
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/load: about 60,000,000,000,000 requests; the simulator replays at most 100,000,000/);

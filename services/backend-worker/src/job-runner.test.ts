@@ -5,7 +5,7 @@ import { backend, control } from "@infergrid/proto";
 import { createLogger } from "@infergrid/runtime";
 import { eventually } from "@infergrid/testkit";
 import { describe, expect, it } from "vitest";
-import { type ItemOutcome, type JobItems, JobRunner } from "./job-runner.js";
+import { type ItemOutcome, type JobItems, JobRunner, type JobRunnerOptions } from "./job-runner.js";
 
 const logger = createLogger("test", "job-runner", "silent");
 
@@ -101,25 +101,31 @@ function hangingRuntime() {
   return { runtime, counts };
 }
 
+/** A runner on a hanging model, its items of 5 ms nominally; `options` sets when an item counts as hung. */
+function hangingRunner(items: FakeItems, options: Partial<JobRunnerOptions>) {
+  const { runtime, counts } = hangingRuntime();
+  const outcomes: ItemOutcome[] = [];
+  const jobs: string[] = [];
+  const r = new JobRunner({
+    backendId: "b1",
+    items,
+    logger,
+    createRuntime: () => runtime,
+    nominalItemMs: () => 5,
+    onItem: (_job, outcome) => outcomes.push(outcome),
+    onJobChanged: (job) => jobs.push(job),
+    claimWaitMs: 10,
+    retryMs: 10,
+    ...options,
+  });
+  return { r, counts, outcomes, jobs };
+}
+
 describe("JobRunner", () => {
   it("gives back an item whose model call hangs, and leaves the job without waiting for that call", async () => {
     const items = new FakeItems();
     items.queue.push(0, 1);
-    const { runtime, counts } = hangingRuntime();
-    const outcomes: ItemOutcome[] = [];
-    const jobs: string[] = [];
-    const r = new JobRunner({
-      backendId: "b1",
-      items,
-      logger,
-      createRuntime: () => runtime,
-      nominalItemMs: () => 5,
-      hungAfterMs: (expectedMs) => 20 * expectedMs,
-      onItem: (_job, outcome) => outcomes.push(outcome),
-      onJobChanged: (job) => jobs.push(job),
-      claimWaitMs: 10,
-      retryMs: 10,
-    });
+    const { r, counts, outcomes, jobs } = hangingRunner(items, { hungAfterMs: (expectedMs) => 20 * expectedMs });
     const t0 = Date.now();
     r.onAssignment(loan(spec(2, 5)));
     await eventually("unloaded", () => (counts.unloads === 1 ? true : undefined), 3000, 5);
@@ -137,21 +143,8 @@ describe("JobRunner", () => {
   it("counts an item's compute time on the clock it is given: time its process stood still is not hung time", async () => {
     const items = new FakeItems();
     items.queue.push(0);
-    const { runtime, counts } = hangingRuntime();
     let clock = 0;
-    const outcomes: ItemOutcome[] = [];
-    const r = new JobRunner({
-      backendId: "b1",
-      items,
-      logger,
-      createRuntime: () => runtime,
-      nominalItemMs: () => 5,
-      hungAfterMs: () => 50,
-      computeClock: () => clock,
-      onItem: (_job, outcome) => outcomes.push(outcome),
-      claimWaitMs: 10,
-      retryMs: 10,
-    });
+    const { r, counts, outcomes } = hangingRunner(items, { hungAfterMs: () => 50, computeClock: () => clock });
     r.onAssignment(loan(spec(1, 5)));
     await eventually("computing", () => (counts.calls === 1 ? true : undefined), 2000, 5);
     // Six limits of wall time with the clock standing still: not hung.

@@ -12,7 +12,7 @@ import {
 } from "@infergrid/runtime";
 import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FakeBackends, emulatedSpec as spec } from "./fake-backends.js";
+import { FakeBackends, fastAllocatorEnv, emulatedSpec as spec } from "./fake-backends.js";
 
 const TTL_MS = 1500;
 /** The allocator's price list; cpu-1, what most fakes report, is deliberately not in it. */
@@ -33,14 +33,7 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
 
   const start = async () => {
     allocator = await startService("global-allocator", {
-      env: {
-        INFERGRID_NATS_URL: nats.url,
-        INFERGRID_BACKEND_TTL_MS: String(TTL_MS),
-        INFERGRID_CONTROL_PERIOD_MS: "300",
-        INFERGRID_HEARTBEAT_MS: "300",
-        INFERGRID_ASSIGNMENT_GRACE_MS: "1000",
-        INFERGRID_INSTANCE_TYPES: JSON.stringify(PRICES),
-      },
+      env: { ...fastAllocatorEnv(nats.url, TTL_MS), INFERGRID_INSTANCE_TYPES: JSON.stringify(PRICES) },
     });
     client?.close();
     client = createClient(allocator.ready.grpcAddress ?? "");

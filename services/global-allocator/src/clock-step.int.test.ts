@@ -7,7 +7,7 @@ import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { connectNats, createClient, createLogger, type grpc, type NatsConnection, unaryCall } from "@infergrid/runtime";
 import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, FakeBackends } from "./fake-backends.js";
+import { emulatedSpec, FakeBackends, fastAllocatorEnv } from "./fake-backends.js";
 
 const TTL_MS = 1500;
 const HOUR_MS = 3_600_000;
@@ -49,13 +49,7 @@ describe("global-allocator across a step of its node's wall clock (real nats-ser
     fakes = new FakeBackends(nc, await ServiceRegistry.open(nc, logger));
     allocator = await startService("global-allocator", {
       nodeArgs: ["--import", pathToFileURL(preload).href],
-      env: {
-        INFERGRID_NATS_URL: nats.url,
-        INFERGRID_BACKEND_TTL_MS: String(TTL_MS),
-        INFERGRID_CONTROL_PERIOD_MS: "300",
-        INFERGRID_HEARTBEAT_MS: "300",
-        INFERGRID_ASSIGNMENT_GRACE_MS: "1000",
-      },
+      env: fastAllocatorEnv(nats.url, TTL_MS),
     });
     client = createClient(allocator.ready.grpcAddress ?? "");
   });

@@ -4,6 +4,15 @@ import { type NatsConnection, publishMessage } from "@infergrid/runtime";
 
 /** Test support for the allocator's integration tests: a service spec and backends that beat as a worker does. */
 
+/** The allocator's environment in these tests: a short ttl, fast control steps and heartbeats, a 1 s grace. */
+export const fastAllocatorEnv = (natsUrl: string, ttlMs: number): Record<string, string> => ({
+  INFERGRID_NATS_URL: natsUrl,
+  INFERGRID_BACKEND_TTL_MS: String(ttlMs),
+  INFERGRID_CONTROL_PERIOD_MS: "300",
+  INFERGRID_HEARTBEAT_MS: "300",
+  INFERGRID_ASSIGNMENT_GRACE_MS: "1000",
+});
+
 export const emulatedSpec = (name: string, over: Partial<control.ServiceSpec.$Properties> = {}): control.ServiceSpec.$Properties => ({
   name,
   model: { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.36, locMs: 72.86, scaleMs: 86.69 }, coldStartMs: 500 },
