@@ -5,3 +5,4 @@ export * from "./nats-server.js";
 export * from "./registry-writer.js";
 export * from "./service-process.js";
 export * from "./tls-identities.js";
+export * from "./wall-clock-step.js";

@@ -1,4 +1,5 @@
 import { JobStore, type MemberHandle, ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { SteadyClock } from "@infergrid/core";
 import { createModelRuntime } from "@infergrid/models";
 import { BackendServingDefinition, backend, type DecodedExecuteRequest } from "@infergrid/proto";
 import {
@@ -29,6 +30,10 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   if (controlToken === undefined) logger.info("no control token configured: Resize is disabled");
   let member: MemberHandle | undefined;
   let harvester: Harvester | undefined;
+  // Its own intervals (idle T, holds, batch timeouts, hung items) on a clock a step of the wall clock does not
+  // move: a step forward an hour decommissioned every idle backend at once. Callers' deadlines are carried onto it.
+  const clock = new SteadyClock();
+  const now = () => clock.now();
   const registry = await ServiceRegistry.open(nc, logger);
   const machine = new BackendMachine({
     concurrency: config.maxBatch > 1 ? config.maxBatch : config.concurrency,
@@ -92,6 +97,8 @@ await runService("backend-worker", backendConfig, async (ctx) => {
       batchTimeoutMs: config.batchTimeoutMs,
       ...(controlToken === undefined ? {} : { controlToken }),
     },
+    now,
+    (ms) => clock.fromWall(ms),
   );
   const jobItems = new Counter({
     name: "infergrid_backend_job_items_total",
@@ -109,6 +116,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     nominalItemMs: (spec) => nominalItemMs(spec.model, spec.itemBatch ?? 1, config.cores, ownProfile(spec.model, config.instanceType)),
     onItem: (job, outcome) => jobItems.inc({ job, outcome }),
     onJobChanged: () => member?.heartbeat.beat(),
+    now,
   });
   if (config.harvest) {
     const harvestItems = new Counter({
@@ -118,6 +126,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
       registers: [metrics],
     });
     harvester = new Harvester({
+      now,
       backendId: id,
       store: jobStore,
       logger,

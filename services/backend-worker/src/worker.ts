@@ -192,6 +192,8 @@ export class Worker {
     private readonly events: WorkerEvents,
     private readonly options: WorkerOptions,
     private readonly now: () => number = Date.now,
+    /** A caller's wall-clock time (a deadline) on `now`'s clock (main.ts: SteadyClock.fromWall). */
+    private readonly fromWall: (ms: number) => number = (ms) => ms,
   ) {
     this.slots = new BackendSlots(machine, { isLive: (c) => !c.done, frontendOf: (c) => c.frontendId });
     const maxBatch = options.maxBatch ?? 1;
@@ -382,7 +384,8 @@ export class Worker {
   private refusedBeforeRun(req: ExecuteInput): GrpcStatusError | backend.ExecuteReply.$Properties | undefined {
     if (req.undecodable) return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     const now = this.now();
-    const deadline = Number(req.deadlineUnixMs ?? 0);
+    const wallDeadline = Number(req.deadlineUnixMs ?? 0);
+    const deadline = wallDeadline > 0 ? this.fromWall(wallDeadline) : 0;
     if (deadline > 0 && deadline <= now) {
       // A call read late (the backend was frozen, or its event loop stalled): its caller has moved on.
       this.events.onLate?.();

@@ -1,30 +1,23 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { ServiceRegistry } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition } from "@infergrid/proto";
 import { connectNats, createClient, createLogger, type grpc, type NatsConnection, unaryCall } from "@infergrid/runtime";
-import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
+import {
+  eventually,
+  type NatsServerHandle,
+  type ServiceProcess,
+  startNatsServer,
+  startService,
+  WALL_CLOCK_STEPPED,
+  wallClockStepArgs,
+} from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emulatedSpec, FakeBackends, fastAllocatorEnv } from "./fake-backends.js";
 
 const TTL_MS = 1500;
 const HOUR_MS = 3_600_000;
-
-/**
- * Loaded into the allocator's process with --import: on SIGUSR2 its wall clock (Date.now) steps back an hour, as
- * an NTP correction or `date -s` would step a node's; the monotonic clock (performance.now) goes on.
- */
-const STEP_BACK = `
-const realNow = Date.now;
-let offset = 0;
-process.on("SIGUSR2", () => {
-  offset -= ${HOUR_MS};
-  process.stdout.write(JSON.stringify({ level: 30, msg: "test: wall clock stepped back", offset }) + "\\n");
-});
-Date.now = () => realNow() + offset;
-`;
 
 describe("global-allocator across a step of its node's wall clock (real nats-server, real process)", () => {
   let dir: string;
@@ -41,14 +34,12 @@ describe("global-allocator across a step of its node's wall clock (real nats-ser
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "ig-clock-step-"));
-    const preload = join(dir, "step-back.mjs");
-    writeFileSync(preload, STEP_BACK);
     nats = await startNatsServer();
     const logger = createLogger("test", "clock-step-test", "warn");
     nc = await connectNats({ servers: nats.url, name: "clock-step-test" }, logger);
     fakes = new FakeBackends(nc, await ServiceRegistry.open(nc, logger));
     allocator = await startService("global-allocator", {
-      nodeArgs: ["--import", pathToFileURL(preload).href],
+      nodeArgs: wallClockStepArgs(dir, -HOUR_MS),
       env: fastAllocatorEnv(nats.url, TTL_MS),
     });
     client = createClient(allocator.ready.grpcAddress ?? "");
@@ -72,7 +63,7 @@ describe("global-allocator across a step of its node's wall clock (real nats-ser
       return list.length === 2 && free === 1 ? list : undefined;
     });
     process.kill(allocator.pid, "SIGUSR2");
-    await allocator.waitForLog((l) => l.msg === "test: wall clock stepped back", 5_000);
+    await allocator.waitForLog((l) => l.msg === WALL_CLOCK_STEPPED, 5_000);
     const silent = before[1] as string;
     fakes.silence(silent);
     // On the wall clock the silence measured minus an hour: the backend stayed listed for that hour.
