@@ -4,11 +4,12 @@
  */
 import { control } from "@infergrid/proto";
 import { connectNats, createLogger, type NatsConnection } from "@infergrid/runtime";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // testkit depends on this package; its NATS launcher depends on nothing, so it is imported by path.
 import { type NatsServerHandle, startNatsServer } from "../../testkit/src/nats-server.js";
 import { type ClaimedItem, decodeItem, encodeItem, JobStore } from "./job-store.js";
-import { jobItemsSubject } from "./subjects.js";
+import { JOB_ITEMS_STREAM, jobItemsSubject } from "./subjects.js";
 
 const logger = createLogger("test", "job-store-int", "warn");
 const spec = (name: string, items: number): control.IBestEffortJobSpec => ({
@@ -204,4 +205,29 @@ describe("JobStore (real nats-server)", () => {
     await next?.done();
     expect(await store.progress("garbled")).toMatchObject({ pending: 0, inFlight: 0 });
   });
+});
+
+describe("JobStore.open, many at once on a fresh server (real nats-server)", () => {
+  it("every opener succeeds when they race to create the items' stream (12 backends starting together failed one)", async () => {
+    const nats = await startNatsServer();
+    const conns: NatsConnection[] = [];
+    try {
+      for (let round = 0; round < 10; round++) {
+        // Each round starts without the stream, as a fresh cluster does.
+        const fresh = await connectNats({ servers: nats.url, name: `opener-${round}` }, logger);
+        conns.push(fresh);
+        const openers = await Promise.all(
+          Array.from({ length: 24 }, (_, i) => connectNats({ servers: nats.url, name: `opener-${round}-${i}` }, logger)),
+        );
+        conns.push(...openers);
+        const outcomes = await Promise.allSettled(openers.map((c) => JobStore.open(c, logger)));
+        expect(outcomes.filter((o) => o.status === "rejected").map((o) => String((o as PromiseRejectedResult).reason))).toEqual([]);
+        const jsm = await jetstreamManager(fresh);
+        await jsm.streams.delete(JOB_ITEMS_STREAM);
+      }
+    } finally {
+      for (const c of conns) await c.close();
+      await nats.stop();
+    }
+  }, 60_000);
 });

@@ -46,6 +46,20 @@ const NANOS_PER_MS = 1_000_000;
 /** JetStream's "stream name already in use with a different configuration" (not in JetStreamApiCodes). */
 const STREAM_NAME_IN_USE = 10058;
 
+/** Whether the items' stream exists now, after `addErr` refused our create; waits out a concurrent create. */
+async function streamExists(jsm: JetStreamManager, addErr: unknown): Promise<boolean> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      const info = await jsm.streams.info(JOB_ITEMS_STREAM);
+      return info.config.subjects?.includes(allJobItems) === true;
+    } catch (err) {
+      if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw addErr;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50 * (attempt + 1)));
+  }
+  return false;
+}
+
 export interface JobStoreOptions {
   /** The ack wait of the item consumers this store creates (default DEFAULT_ITEM_ACK_WAIT_MS). */
   ackWaitMs?: number;
@@ -138,8 +152,9 @@ export class JobStore {
           storage: StorageType.File,
         });
       } catch (addErr) {
-        // Another process created it between our look and our add: theirs is as good as ours.
-        if (!isApiError(addErr, STREAM_NAME_IN_USE)) throw addErr;
+        // Another process created it between our look and our add: theirs is as good as ours. The server says so
+        // as "name in use" or, while that create is still being applied, "subjects overlap": look again.
+        if (!isApiError(addErr, STREAM_NAME_IN_USE) && !(await streamExists(jsm, addErr))) throw addErr;
       }
     }
     return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }));
