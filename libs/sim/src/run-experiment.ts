@@ -16,6 +16,7 @@ import {
   type Trace,
   TraceFormatError,
   topJobs,
+  totalRequests,
 } from "@infergrid/workload";
 import { type JobSpec, SIM_LIMITS, type SimConfig } from "./config.js";
 import { defaultProfilesDir, defaultTracesDir, resolveInput } from "./paths.js";
@@ -194,9 +195,7 @@ function checkSize(e: Experiment, trace: Trace, capacity: number, peakSized: rea
     problems.push(
       `capacity.peakSized: ${e.capacity.peakSized} x ${peakSized.reduce((a, b) => a + b, 0)} peak-sized replicas = ${n(capacity)} backends; at most ${SIM_LIMITS.backends}`,
     );
-  let requests = 0;
-  for (const job of trace.jobs) for (const c of jobCounts(trace, job)) requests += c;
-  requests *= e.trace.rateScale;
+  const requests = trace.jobs.reduce((sum, job) => sum + totalRequests(trace, job), 0) * e.trace.rateScale;
   if (!(requests <= SIM_LIMITS.requests))
     problems.push(
       `trace.rateScale: the slice holds about ${n(requests)} requests after the rate scales (trace.rateScale x each job's rateScale); at most ${n(SIM_LIMITS.requests)}`,

@@ -130,7 +130,7 @@ export function loadThemisScenario(path: string, profilesDir: string, tracesDir:
   const durationMs = loadDurationMs(rest.load);
   const requests =
     rest.load.kind === "steps"
-      ? rest.load.steps.reduce((sum, st, i, all) => sum + (st.ratePerS * (st.untilMs - (i > 0 ? (all[i - 1]?.untilMs ?? 0) : 0))) / 1000, 0)
+      ? rest.load.steps.reduce((sum, st, i, all) => sum + (st.ratePerS * (st.untilMs - (all[i - 1]?.untilMs ?? 0))) / 1000, 0)
       : (rest.load.peakPerS * durationMs) / 1000;
   if (!(requests <= SIM_LIMITS.requests))
     problems.push(
