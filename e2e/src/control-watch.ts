@@ -6,6 +6,8 @@ import { connectNats, createLogger, type NatsConnection, subscribeMessages } fro
 export class ControlWatch {
   readonly reports = new Map<string, control.LoadReport>();
   readonly backends = new Map<string, backend.BackendReport.$Properties>();
+  /** Called with every load report as it arrives. */
+  private readonly reportListeners = new Set<(r: control.LoadReport) => void>();
 
   private constructor(private readonly nc: NatsConnection) {}
 
@@ -15,11 +17,18 @@ export class ControlWatch {
     const w = new ControlWatch(nc);
     subscribeMessages(nc, subjects.allLoad, control.LoadReport, logger, (r) => {
       w.reports.set(`${r.service}/${r.frontendId}`, r);
+      for (const listener of w.reportListeners) listener(r);
     });
     subscribeMessages(nc, subjects.heartbeatsOf("backend"), control.Heartbeat, logger, (hb) => {
       if (hb.backend) w.backends.set(hb.id, hb.backend);
     });
     return w;
+  }
+
+  /** Every load report from now on, until the returned function is called. */
+  onLoadReport(listener: (r: control.LoadReport) => void): () => void {
+    this.reportListeners.add(listener);
+    return () => this.reportListeners.delete(listener);
   }
 
   /** Each live frontend's latest report for a service. */

@@ -34,6 +34,10 @@ describe("SteadyClock", () => {
     expect(clock.wallOffset()).toBe(3_600_000);
     // A peer's timestamp read off a wall clock that agrees with this host's stepped one.
     expect(clock.fromWall(h.wall())).toBe(clock.now());
+    // A deadline on this clock goes out as the stepped wall clock reads it, and comes back unchanged.
+    const deadline = clock.now() + 500;
+    expect(clock.toWall(deadline)).toBe(h.wall() + 500);
+    expect(clock.fromWall(clock.toWall(deadline))).toBe(deadline);
   });
 
   it("never goes back and gives whole milliseconds, whatever the wall clock does", () => {

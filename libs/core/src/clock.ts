@@ -46,4 +46,8 @@ export class SteadyClock implements Clock {
   fromWall(ms: number): number {
     return ms + this.wallOffset();
   }
+  /** A time on this clock as the wall clock reads it now: what a peer, or grpc-js's deadlines, expect. */
+  toWall(ms: number): number {
+    return ms - this.wallOffset();
+  }
 }

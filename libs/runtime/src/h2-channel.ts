@@ -45,6 +45,7 @@ export const PROBE_TIMEOUT_MS = 1_000;
 export const SUSPECT_AFTER_MS = 1_000;
 
 /** What a session has said lately, and the calls outstanding on it (oldest first, by when each was sent). */
+/** A session's times, on performance.now(): a step of the wall clock must not look like silence. */
 interface Liveness {
   startedAt: number;
   connected: boolean;
@@ -131,6 +132,7 @@ export class H2Channel implements UnaryChannel {
     };
   }
 
+  /** `now` on the monotonic clock (performance.now). */
   private connection(now: number): http2.ClientHttp2Session | GrpcStatusError {
     if (this.closed) return new GrpcStatusError(grpc.status.UNAVAILABLE, `channel to ${this.address} is closed`);
     const live = this.session;
@@ -138,7 +140,7 @@ export class H2Channel implements UnaryChannel {
     if (now < this.failedUntil)
       return new GrpcStatusError(
         grpc.status.UNAVAILABLE,
-        `${this.address} unreachable (${this.lastFailure}); next try in ${this.failedUntil - now} ms`,
+        `${this.address} unreachable (${this.lastFailure}); next try in ${Math.ceil(this.failedUntil - now)} ms`,
       );
     const session = http2.connect(this.authority, this.connectOptions);
     this.session = session;
@@ -151,14 +153,14 @@ export class H2Channel implements UnaryChannel {
       // answers came after it went out) is only slow, and would hide a death behind its own deadline.
       for (const sentAt of life.calls.values()) {
         if (sentAt < life.heardAt) continue;
-        if (Date.now() - sentAt >= suspectAfterMs) this.suspect(session, sentAt);
+        if (performance.now() - sentAt >= suspectAfterMs) this.suspect(session, sentAt);
         break;
       }
     }, suspectAfterMs / 2);
     watchdog.unref();
     session.once("connect", () => {
       life.connected = true;
-      life.heardAt = Date.now();
+      life.heardAt = performance.now();
       this.backoffMs = this.options.initialBackoffMs;
       keepalive = setInterval(() => {
         const timeout = setTimeout(() => session.destroy(new Error("keepalive ping unanswered")), this.options.keepaliveTimeoutMs);
@@ -170,7 +172,7 @@ export class H2Channel implements UnaryChannel {
     session.on("error", (err: Error) => {
       this.lastFailure = err.message;
       if (!life.connected) {
-        this.failedUntil = Date.now() + this.backoffMs;
+        this.failedUntil = performance.now() + this.backoffMs;
         this.backoffMs = Math.min(this.backoffMs * 2, this.options.maxBackoffMs);
       }
     });
@@ -205,20 +207,20 @@ export class H2Channel implements UnaryChannel {
       session.destroy(new Error(why));
     };
     if (!life.connected) {
-      if (Date.now() - life.startedAt >= timeoutMs) drop(`not connected after ${Date.now() - life.startedAt} ms`);
+      if (performance.now() - life.startedAt >= timeoutMs) drop(`not connected after ${Math.round(performance.now() - life.startedAt)} ms`);
       return;
     }
     life.probing = true;
     const timer = setTimeout(() => {
       life.probing = false;
-      if (life.heardAt < Date.now() - timeoutMs) drop(`no answer to a ping in ${timeoutMs} ms: connection dropped`);
+      if (life.heardAt < performance.now() - timeoutMs) drop(`no answer to a ping in ${timeoutMs} ms: connection dropped`);
     }, timeoutMs);
     timer.unref();
     const sent = session.ping((err) => {
       if (err) return;
       clearTimeout(timer);
       life.probing = false;
-      life.heardAt = Date.now();
+      life.heardAt = performance.now();
     });
     if (!sent) {
       clearTimeout(timer);
@@ -255,12 +257,14 @@ export class H2Channel implements UnaryChannel {
     const handle = { cancel: () => fail(grpc.status.CANCELLED, "Cancelled on client") };
 
     const now = Date.now();
+    // The session's liveness is timed on the monotonic clock: a step of the wall clock would look like silence.
+    const at = performance.now();
     const deadline = deadlineOf(options);
     if (deadline <= now) {
       queueMicrotask(() => fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded before the call started"));
       return handle;
     }
-    const session = this.connection(now);
+    const session = this.connection(at);
     if (session instanceof GrpcStatusError) {
       queueMicrotask(() => finish(session));
       return handle;
@@ -292,7 +296,7 @@ export class H2Channel implements UnaryChannel {
       headers["grpc-timeout"] = grpcTimeout(deadline - now);
       timer = setTimeout(() => {
         fail(grpc.status.DEADLINE_EXCEEDED, "Deadline exceeded");
-        this.suspect(session, now);
+        this.suspect(session, at);
       }, deadline - now);
     }
     try {
@@ -311,9 +315,9 @@ export class H2Channel implements UnaryChannel {
     const max = this.options.maxReceiveMessageBytes;
     const life = this.liveness.get(session);
     outstanding = life?.calls;
-    outstanding?.set(token, now);
+    outstanding?.set(token, at);
     const heard = () => {
-      if (life) life.heardAt = Date.now();
+      if (life) life.heardAt = performance.now();
     };
     stream.on("response", (h) => {
       heard();

@@ -242,6 +242,7 @@ type ClientStream = grpc.ClientDuplexStream<rpc.ICall, rpc.IOutcome>;
 /** The stream calls go over, and when it last said anything (an outcome, its headers). */
 interface OpenStream {
   stream: ClientStream;
+  /** On performance.now(), as Pending.sentAt. */
   heardAt: number;
   /** The probe in flight on it: its call id and the timer that drops the connection. */
   probe: { id: number; timer: NodeJS.Timeout } | undefined;
@@ -331,7 +332,8 @@ export class MultiplexChannel implements UnaryChannel {
     const stream = this.open();
     const p: Pending = {
       stream,
-      sentAt: now,
+      // The stream's liveness is timed on the monotonic clock: a step of the wall clock would look like silence.
+      sentAt: performance.now(),
       path,
       body,
       metadata,
@@ -396,18 +398,18 @@ export class MultiplexChannel implements UnaryChannel {
       // first one sent since the stream last said anything is watched: an older one still pending is only slow.
       for (const p of this.pending.values()) {
         if (p.stream !== stream || p.sentAt < open.heardAt) continue;
-        if (Date.now() - p.sentAt >= suspectAfterMs) this.probe(open);
+        if (performance.now() - p.sentAt >= suspectAfterMs) this.probe(open);
         break;
       }
     }, suspectAfterMs / 2);
     watchdog.unref();
-    const open: OpenStream = { stream, heardAt: Date.now(), probe: undefined, watchdog };
+    const open: OpenStream = { stream, heardAt: performance.now(), probe: undefined, watchdog };
     this.open_ = open;
     stream.on("metadata", () => {
-      open.heardAt = Date.now();
+      open.heardAt = performance.now();
     });
     stream.on("data", (o: rpc.Outcome) => {
-      open.heardAt = Date.now();
+      open.heardAt = performance.now();
       this.settle(o);
     });
     stream.on("error", (err: grpc.ServiceError) => this.broken(stream, err.code, err.details));
@@ -465,7 +467,7 @@ export class MultiplexChannel implements UnaryChannel {
     const timeoutMs = this.options.probeTimeoutMs ?? PROBE_TIMEOUT_MS;
     const timer = setTimeout(() => {
       open.probe = undefined;
-      if (this.open_ !== open || open.heardAt > Date.now() - timeoutMs) return;
+      if (this.open_ !== open || open.heardAt > performance.now() - timeoutMs) return;
       const old = this.client;
       this.client = this.newClient();
       this.broken(open.stream, grpc.status.UNAVAILABLE, `no answer to a probe in ${timeoutMs} ms: connection dropped`);

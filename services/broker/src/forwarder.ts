@@ -1,4 +1,5 @@
 import { type HeartbeatVerifier, type MembershipTable, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
+import { type Clock, SteadyClock } from "@infergrid/core";
 import { isDeliberate, unavailableMetadata } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
 import { type ClientCache, GrpcStatusError, grpc, type Logger, type NatsConnection, statusOf, unaryCall } from "@infergrid/runtime";
@@ -27,6 +28,12 @@ export class Forwarder {
     private readonly clients: ClientCache,
     private readonly options: ForwarderOptions,
     private readonly logger: Logger,
+    /**
+     * The broker's clock: deadlines, heartbeats' arrival and ejections. A step of the wall clock does not move it: on
+     * the wall clock a step forward made every frontend's last heartbeat look stale (requests ended UNAVAILABLE
+     * until the next ones), and a step back kept a dead frontend live for as long.
+     */
+    readonly clock: SteadyClock = new SteadyClock(),
   ) {}
 
   /**
@@ -43,13 +50,16 @@ export class Forwarder {
       .sort();
   }
 
-  /** The frontend's answer, an encoded InferResponse relayed as it came. `signal`: the client went away. */
+  /**
+   * The frontend's answer, an encoded InferResponse relayed as it came. `deadline` on `clock`. `signal`: the client
+   * went away.
+   */
   async forward(request: RoutedInferRequest, deadline: number, signal?: AbortSignal): Promise<Uint8Array> {
     const tried = new Set<string>();
     let lastError: unknown;
     for (let attempt = 0; attempt <= this.options.maxFailovers; attempt++) {
       if (signal?.aborted) throw new GrpcStatusError(grpc.status.CANCELLED, "the client cancelled the request");
-      const now = Date.now();
+      const now = this.clock.now();
       if (now >= deadline) throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
       const id = this.rotation.next(this.liveFrontends(now), tried, now, request.service);
       const member = id === undefined ? undefined : this.members.get(id);
@@ -58,24 +68,26 @@ export class Forwarder {
       // The frontend gets a little less time than the client, so that its own answer (say, UNAVAILABLE
       // with a retry hint) comes back before the client's deadline rather than racing it.
       const frontendDeadline = Math.floor(Math.max(now + 1, deadline - this.options.answerReserveMs));
+      // The frontend and grpc-js read deadlines off the wall clock.
+      const wallDeadline = this.clock.toWall(frontendDeadline);
       try {
         return await unaryCall(
           this.clients.get(member.address),
           RoutedInferenceDefinition.Infer,
-          { ...request, deadlineUnixMs: frontendDeadline },
-          { deadline: frontendDeadline, signal },
+          { ...request, deadlineUnixMs: wallDeadline },
+          { deadline: wallDeadline, signal },
         );
       } catch (err) {
         if (signal?.aborted) throw new GrpcStatusError(grpc.status.CANCELLED, "the client cancelled the request");
         if (!isTransportFailure(err)) {
           // Our reserve ran out (not an answer of the frontend's): say so as the client would see it.
-          if (statusOf(err).code === grpc.status.DEADLINE_EXCEEDED && Date.now() >= frontendDeadline) {
+          if (statusOf(err).code === grpc.status.DEADLINE_EXCEEDED && this.clock.now() >= frontendDeadline) {
             throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before a frontend answered");
           }
           throw err;
         }
         lastError = err;
-        this.rotation.eject(id, Date.now());
+        this.rotation.eject(id, this.clock.now());
         this.options.onFailover();
         this.logger.warn({ frontend: id, err: statusOf(err).details }, "frontend unreachable; failing over");
       }
@@ -91,6 +103,8 @@ export function watchFrontends(
   members: MembershipTable<null>,
   logger: Logger,
   onGarbled: () => void,
+  /** The clock `members` is kept on (the forwarder's). */
+  clock: Clock,
   /** --signed-heartbeats: only heartbeats signed by their frontend's certificate. */
   verifier?: HeartbeatVerifier,
 ): void {
@@ -100,7 +114,7 @@ export function watchFrontends(
     logger,
     (hb) => {
       if (!hb.id || !hb.address) return;
-      const isNew = members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, null, Date.now());
+      const isNew = members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, null, clock.now());
       if (isNew && !hb.draining) logger.info({ frontend: hb.id, address: hb.address }, "frontend joined the rotation");
       if (hb.draining) logger.info({ frontend: hb.id }, "frontend is draining; out of the rotation");
     },

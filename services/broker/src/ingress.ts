@@ -92,7 +92,7 @@ export class Ingress {
     if (decision.ok) return decision.client;
     this.unauthenticated.inc({ protocol, reason: decision.reason });
     this.countRejected(protocol, grpc.status.UNAUTHENTICATED);
-    const log = this.authLogThrottle.admit(caller.peer, Date.now());
+    const log = this.authLogThrottle.admit(caller.peer, this.forwarder.clock.now());
     if (log.write) {
       this.auth.logger.warn(
         { peer: caller.peer, protocol, reason: decision.reason, suppressed: log.suppressed },
@@ -119,7 +119,8 @@ export class Ingress {
     client: string,
     signal?: AbortSignal,
   ): Promise<Uint8Array> {
-    const started = Date.now();
+    const clock = this.forwarder.clock;
+    const started = clock.now();
     try {
       const allowed = this.limiter?.take(client, started);
       if (allowed && !allowed.ok) {
@@ -131,10 +132,14 @@ export class Ingress {
       }
       const checked = routedRequestProblem(request);
       if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
-      const deadline = effectiveDeadline(started, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.requestTimeoutMs);
+      // The client's deadlines are wall-clock times: the earliest, found on the wall clock, is carried onto the broker's.
+      const offset = clock.wallOffset();
+      const deadline =
+        effectiveDeadline(started - offset, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.requestTimeoutMs) + offset;
       if (deadline <= started)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, `deadline passed ${started - deadline} ms before the request arrived`);
-      const forwarded = { ...request, requestId: request.requestId || randomUUID(), deadlineUnixMs: deadline };
+      // Its deadline goes out as the forwarder sends it (on the wall clock).
+      const forwarded = { ...request, requestId: request.requestId || randomUUID() };
       const response = await this.forwarder.forward(forwarded, deadline, signal);
       this.requests.inc({ protocol, code: "OK" });
       return response;
@@ -142,7 +147,7 @@ export class Ingress {
       this.requests.inc({ protocol, code: grpc.status[statusOf(err).code] });
       throw err;
     } finally {
-      this.duration.observe({ protocol }, (Date.now() - started) / 1000);
+      this.duration.observe({ protocol }, (clock.now() - started) / 1000);
     }
   }
 }

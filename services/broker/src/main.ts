@@ -1,4 +1,5 @@
 import { heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
+import { SteadyClock } from "@infergrid/core";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
 import {
@@ -48,7 +49,9 @@ await runService("broker", brokerConfig, async (ctx) => {
     help: "Calls moved to another frontend",
     registers: [metrics],
   });
-  watchFrontends(nc, members, logger.child({ component: "membership" }), ctx.onGarbled, heartbeatVerifier(ctx));
+  // Heartbeats' arrival, ejections and deadlines are timed on this clock.
+  const clock = new SteadyClock();
+  watchFrontends(nc, members, logger.child({ component: "membership" }), ctx.onGarbled, clock, heartbeatVerifier(ctx));
   const forwarder = new Forwarder(
     members,
     rotation,
@@ -60,6 +63,7 @@ await runService("broker", brokerConfig, async (ctx) => {
       onFailover: () => failovers.inc(),
     },
     logger,
+    clock,
   );
   const limiter =
     config.clientRateLimit > 0
@@ -72,7 +76,7 @@ await runService("broker", brokerConfig, async (ctx) => {
   const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter, auth);
 
   const housekeeping = setInterval(() => {
-    const now = Date.now();
+    const now = clock.now();
     members.expire(now, config.frontendTtlMs * 10);
     const live = members.live(now);
     rotation.forgetExcept(live.map((m) => m.id));

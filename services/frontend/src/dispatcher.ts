@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Random } from "@infergrid/core";
+import { type Random, SteadyClock } from "@infergrid/core";
 import { unavailableMetadata } from "@infergrid/dataplane";
 import { batchOf, requestCost, serviceMs } from "@infergrid/kairos";
 import {
@@ -119,6 +119,8 @@ export class Dispatcher {
     readonly random: Random,
     readonly options: DispatcherOptions,
     readonly logger: Logger,
+    /** The frontend's clock: arrivals, deadlines and the machine's timers; a step of the wall clock does not move it. */
+    readonly clock: SteadyClock = new SteadyClock(),
   ) {
     this.settings = { ...DISPATCH_DEFAULTS, retryGapMs: options.retryGapMs, parkWindowMs: options.parkWindowMs };
   }
@@ -198,7 +200,7 @@ class Flight {
   }
 
   private feed(ev: DispatchEvent<HeldSlot>): void {
-    const now = Date.now();
+    const now = this.d.clock.now();
     const target = this.current();
     const list = target?.entry.backends ?? [];
     const tracker = this.d.tracker;
@@ -276,10 +278,10 @@ class Flight {
         this.hooks.onRefusedCold(a.index);
         return;
       case "suspect":
-        this.d.tracker.markFailed(a.entry, Date.now());
+        this.d.tracker.markFailed(a.entry, this.d.clock.now());
         return;
       case "timer":
-        this.after(Math.max(0, a.at - Date.now()), () => this.feed({ kind: "timer", round: a.round }));
+        this.after(Math.max(0, a.at - this.d.clock.now()), () => this.feed({ kind: "timer", round: a.round }));
         return;
       case "answer":
         if (this.reply) this.settle({ ...this.reply, attempts: this.state.attempts });
@@ -302,11 +304,13 @@ class Flight {
   /** One Execute call; its outcome goes back to the machine. */
   private execute(ref: BackendRef, target: DispatchTarget, attempt: number, holdId: string | undefined): void {
     if (this.settled) return;
-    const now = Date.now();
+    const now = this.d.clock.now();
     // Whole milliseconds: the attempt timeout follows the SLO, which may have a fraction, and the deadline is
     // written into the Execute as an integer.
     const callDeadline = Math.floor(Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry)));
     const busyMark = this.markBusy(ref, target, now);
+    // The backend and grpc-js read deadlines off the wall clock.
+    const wallDeadline = this.d.clock.toWall(callDeadline);
     const freed = () => {
       if (busyMark !== undefined && this.d.busyUntil.get(ref.backendId) === busyMark) this.d.busyUntil.delete(ref.backendId);
     };
@@ -320,14 +324,14 @@ class Flight {
         inputs: this.request.inputs,
         attempt,
         holdId,
-        deadlineUnixMs: callDeadline,
+        deadlineUnixMs: wallDeadline,
       },
       // The caller's own signal: its abort reaches this call after the machine has ended the request.
-      { deadline: callDeadline, ...(this.signal ? { signal: this.signal } : {}) },
+      { deadline: wallDeadline, ...(this.signal ? { signal: this.signal } : {}) },
     ).then(
       (reply) => {
         freed();
-        this.hooks.onReply(ref.backendId, reply, Date.now());
+        this.hooks.onReply(ref.backendId, reply, this.d.clock.now());
         if (reply.status === backend.ExecuteStatus.EXECUTE_STATUS_OK) {
           this.reply = { reply, backendId: ref.backendId };
           this.feed({ kind: "answered" });
@@ -364,7 +368,6 @@ class Flight {
     list: readonly BackendRef[],
     target: DispatchTarget,
   ): void {
-    const now = Date.now();
     const waitMs = Math.max(1, Math.round(a.waitMs));
     const round = { round: a.round, parkId: randomUUID(), refs: new Map<string, BackendRef>(), hung: new AbortController() };
     this.park = round;
@@ -386,10 +389,10 @@ class Flight {
           waitMs,
           batch: this.batch,
         },
-        { deadline: now + waitMs + this.settings.parkAnswerGraceMs, signal: round.hung.signal },
+        { deadline: Date.now() + waitMs + this.settings.parkAnswerGraceMs, signal: round.hung.signal },
       ).then(
         (reply) => {
-          this.hooks.onReply(ref.backendId, { report: reply.report }, Date.now());
+          this.hooks.onReply(ref.backendId, { report: reply.report }, this.d.clock.now());
           if (reply.status === backend.ParkStatus.PARK_STATUS_HELD && reply.holdId) {
             this.feed({ kind: "held", round: a.round, target: t, hold: { ...ref, holdId: reply.holdId } });
             return;

@@ -1,3 +1,4 @@
+import { SteadyClock } from "@infergrid/core";
 /**
  * The Frontend's SLO metrics: the service's RT_max and SL_min as gauges from its registry entry, and the requests
  * answered OK within RT_max, counted exactly as the frontend's own SLA accounting (its load reports) counts them.
@@ -77,6 +78,11 @@ function setUp(outcomes: Record<string, number | "fail">) {
     nc,
     metrics,
     logger,
+    // The faked Date is this test's clock (vi.setSystemTime moves it; a SteadyClock's monotonic clock it does not).
+    clock: new SteadyClock(
+      () => Date.now(),
+      () => Date.now(),
+    ),
   });
   const change = (name: string, entry: ServiceView | undefined) => {
     if (entry) entries.set(name, entry);

@@ -1,5 +1,5 @@
 import { subjects } from "@infergrid/control-plane";
-import { type Random, systemRandom } from "@infergrid/core";
+import { type Random, SteadyClock, systemRandom } from "@infergrid/core";
 import { deadlineMs, effectiveDeadline, routedRequestProblem } from "@infergrid/dataplane";
 import { control, encodeRoutedInferResponse, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
@@ -50,6 +50,12 @@ export interface FrontendDeps {
   random?: Random;
   /** Which late requests a service that prunes may drop (default PRUNE_BUDGET_DEFAULTS). */
   pruneBudget?: PruneBudgetSettings;
+  /**
+   * The clock of arrivals, rates, deadlines and load windows (default: a SteadyClock of its own; main.ts shares the
+   * dispatcher's). A step of the wall clock does not move it: on the wall clock a step back of an hour dropped
+   * every arrival from the rate history for that hour, and a load window ended before it started.
+   */
+  clock?: SteadyClock;
 }
 
 /**
@@ -59,6 +65,7 @@ export interface FrontendDeps {
 export class Frontend {
   private readonly services = new Map<string, ServiceState>();
   private readonly random: Random;
+  private readonly clock: SteadyClock;
   private readonly requests: Counter<"service" | "code">;
   private readonly withinSlo: Counter<"service">;
   private readonly sloLatency: Gauge<"service">;
@@ -72,6 +79,7 @@ export class Frontend {
 
   constructor(private readonly deps: FrontendDeps) {
     this.random = deps.random ?? systemRandom;
+    this.clock = deps.clock ?? new SteadyClock();
     const registers = [deps.metrics];
     this.requests = new Counter({
       name: "infergrid_frontend_requests_total",
@@ -143,7 +151,7 @@ export class Frontend {
       s = {
         scaler: this.deps.newScaler(),
         sla: new SlaWindowTracker(sla ?? { rtMaxMs: Number.POSITIVE_INFINITY, slMin: SWAYAM_DEFAULTS.slMin }),
-        window: new LoadWindow(Date.now(), this.random),
+        window: new LoadWindow(this.clock.now(), this.random),
         frontendsEstimate: 1,
         globalRate: 0,
         computeTimes: new RecentQuantile(PRUNE_SERVICE_QUANTILE),
@@ -165,7 +173,7 @@ export class Frontend {
     this.sloObjective.set({ service: name }, entry.sla.slMin);
     // Exported from the start, so that a service whose every request fails shows 0 rather than no series.
     this.withinSlo.inc({ service: name }, 0);
-    this.rescale(name, entry, Date.now());
+    this.rescale(name, entry, this.clock.now());
   }
 
   /** Recomputes n for a service and warms the entries of its prefix that are not warm. */
@@ -203,15 +211,17 @@ export class Frontend {
     this.deps.warmer.forgetExcept(listed);
   }
 
+  /** `now` on the frontend's clock; the window goes out on the wall clock as it reads now (its length as it passed). */
   publishLoad(now: number): void {
+    const toWall = (ms: number) => this.clock.toWall(ms);
     for (const [name, s] of this.services) {
       const w = s.window;
       const c = s.sla.compliance();
       publishMessage(this.deps.nc, subjects.load(name), control.LoadReport, {
         frontendId: this.deps.id,
         service: name,
-        windowStartUnixMs: w.start,
-        windowEndUnixMs: now,
+        windowStartUnixMs: toWall(w.start),
+        windowEndUnixMs: toWall(now),
         arrivals: w.arrivals,
         completed: w.completed,
         failed: w.failed,
@@ -243,7 +253,7 @@ export class Frontend {
    * ends CANCELLED).
    */
   async infer(request: RoutedInferRequest, grpcDeadline: Date | number | undefined, signal?: AbortSignal): Promise<Uint8Array> {
-    const arrived = Date.now();
+    const arrived = this.clock.now();
     const service = request.service;
     const label = this.deps.table.get(service) ? service : "_unknown";
     try {
@@ -251,7 +261,10 @@ export class Frontend {
       if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
       const entry = this.deps.table.get(service);
       if (!entry) throw new GrpcStatusError(grpc.status.NOT_FOUND, `service ${JSON.stringify(service)} is not registered`);
-      const deadline = effectiveDeadline(arrived, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.deps.requestTimeoutMs);
+      // The caller's deadlines are wall-clock times: the earliest, found on the wall clock, is carried onto this one.
+      const offset = this.clock.wallOffset();
+      const deadline =
+        effectiveDeadline(arrived - offset, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.deps.requestTimeoutMs) + offset;
       if (deadline <= arrived)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");
       const s = this.state(service);
@@ -264,7 +277,7 @@ export class Frontend {
           const e = this.deps.table.get(service);
           if (!e) return undefined;
           const st = this.state(service);
-          const now = Date.now();
+          const now = this.clock.now();
           const prune = e.pruneLate && st.prune.allows(now, now - arrived, e.sla.rtMaxMs);
           return { frontendId: this.deps.id, entry: e, n: st.scaler.n, pruneServiceMs: prune ? st.computeTimes.value() : undefined };
         },
@@ -286,12 +299,12 @@ export class Frontend {
           onRefusedCold: (index) => {
             const e = this.deps.table.get(service);
             const ref = e?.backends[index];
-            if (ref) this.deps.warmer.warm(service, [ref], Date.now());
+            if (ref) this.deps.warmer.warm(service, [ref], this.clock.now());
           },
         },
         signal,
       );
-      const totalMs = Date.now() - arrived;
+      const totalMs = this.clock.now() - arrived;
       const st = this.services.get(service);
       const withinSlo = totalMs <= entry.sla.rtMaxMs;
       st?.window.recordCompletion(totalMs, withinSlo, result.reply.computeMs || undefined);
@@ -313,7 +326,7 @@ export class Frontend {
       // A client's own error (bad input) is not the service missing its SLA.
       if (s && label !== "_unknown" && !CLIENT_ERRORS.has(code)) {
         s.window.failed += 1;
-        s.prune.recordDrop(Date.now());
+        s.prune.recordDrop(this.clock.now());
         s.sla.record(undefined);
       }
       this.requests.inc({ service: label, code: grpc.status[code] });

@@ -1,5 +1,5 @@
 import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
-import { systemRandom } from "@infergrid/core";
+import { SteadyClock, systemRandom } from "@infergrid/core";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { addServiceWithMultiplex, ClientCache, callSignal, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
 import { PRUNE_BUDGET_DEFAULTS } from "@infergrid/swayam";
@@ -16,13 +16,15 @@ await runService("frontend", frontendConfig, async (ctx) => {
   const { config, id, logger, metrics, nc } = ctx;
   const registry = await ServiceRegistry.open(nc, logger);
   const clients = new ClientCache();
+  // Every interval this frontend measures (rates, deadlines, cooldowns, load windows) is on this clock.
+  const clock = new SteadyClock();
   const tracker = new BackendTracker(config.backendFailCooldownMs);
   const warmUps = new Counter({
     name: "infergrid_frontend_warmups_total",
     help: "Warm-up requests sent to backends",
     registers: [metrics],
   });
-  const warmer = new Warmer(clients, tracker, id, 2_000, logger.child({ component: "warmer" }), () => warmUps.inc());
+  const warmer = new Warmer(clients, tracker, id, 2_000, logger.child({ component: "warmer" }), () => warmUps.inc(), clock);
   const dispatcher = new Dispatcher(
     clients,
     tracker,
@@ -35,6 +37,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
       parkWindowMs: config.parkWindowMs,
     },
     logger.child({ component: "dispatch" }),
+    clock,
   );
   let frontend: Frontend | undefined;
   const table = new ServiceTable(registry, logger.child({ component: "services" }), (name, entry) => {
@@ -53,16 +56,17 @@ await runService("frontend", frontendConfig, async (ctx) => {
     nc,
     metrics,
     logger,
+    clock,
   });
   const fe = frontend;
   table.start();
 
   const autoscale = setInterval(() => {
-    fe.autoscaleTick(Date.now());
+    fe.autoscaleTick(clock.now());
     // A late Release or withdraw to a backend no longer listed opens a channel to it; it is closed here.
     clients.retain(table.addresses());
   }, config.autoscaleMs);
-  const reports = setInterval(() => fe.publishLoad(Date.now()), config.loadReportMs);
+  const reports = setInterval(() => fe.publishLoad(clock.now()), config.loadReportMs);
   const member = await serveMember(ctx, {
     role: "frontend",
     maxReceiveMessageBytes: config.maxRequestBytes,

@@ -1,3 +1,4 @@
+import type { Clock } from "@infergrid/core";
 import { BackendServiceDefinition, backend } from "@infergrid/proto";
 import { type ClientCache, type Logger, statusOf, unaryCall } from "@infergrid/runtime";
 import type { BackendTracker } from "./backend-tracker.js";
@@ -20,6 +21,8 @@ export class Warmer {
     private readonly resendMs: number,
     private readonly logger: Logger,
     private readonly onWarmUp: () => void,
+    /** The frontend's clock (the one `warm` is given `now` on): the tracker's times are on it. */
+    private readonly clock: Clock,
   ) {}
 
   warm(service: string, refs: readonly BackendRef[], now: number, force = false): void {
@@ -36,9 +39,9 @@ export class Warmer {
         { service, frontendId: this.frontendId },
         { deadline: Date.now() + 5000 },
       ).then(
-        (reply) => this.tracker.report(ref.backendId, reply.report, Date.now()),
+        (reply) => this.tracker.report(ref.backendId, reply.report, this.clock.now()),
         (err: unknown) => {
-          this.tracker.markFailed(ref.backendId, Date.now());
+          this.tracker.markFailed(ref.backendId, this.clock.now());
           this.logger.warn({ backend: ref.backendId, err: statusOf(err).details }, "warm-up failed");
         },
       );
