@@ -1,4 +1,5 @@
 import { serveMember, subjects } from "@infergrid/control-plane";
+import { SteadyClock } from "@infergrid/core";
 import { control } from "@infergrid/proto";
 import { runService, subscribeMessages } from "@infergrid/runtime";
 import { Counter, Gauge } from "prom-client";
@@ -17,7 +18,17 @@ await runService("predictor", predictorConfig, async (ctx) => {
   const published = new Counter({ name: "infergrid_predictor_forecasts_total", help: "Forecasts published", registers: [metrics] });
   const windows = new LoadWindows(config.windowMs, config.historyWindows, config.latenessMs);
   const log = logger.child({ component: "predictor" });
-  const publisher = new ForecastPublisher(nc, windows, config, log, () => published.inc());
+  // The windows are kept, and closed, on this clock: on the wall clock a step back of an hour left no closed window
+  // after the first report's, so no forecast was published for the hour.
+  const clock = new SteadyClock();
+  const publisher = new ForecastPublisher(
+    nc,
+    windows,
+    config,
+    log,
+    () => published.inc(),
+    (ms) => clock.toWall(ms),
+  );
   new Gauge({
     name: "infergrid_predictor_observed_rate_per_second",
     help: "Arrival rate of the last closed window, per service",
@@ -35,13 +46,13 @@ await runService("predictor", predictorConfig, async (ctx) => {
     control.LoadReport,
     log,
     (report) => {
-      const outcome = windows.add(report, Date.now());
+      const outcome = windows.add(report, clock.now(), clock.wallOffset());
       reports.inc({ outcome });
       if (outcome !== "accepted") log.debug({ service: report.service, outcome }, "load report not counted");
     },
     { onGarbled: ctx.onGarbled },
   );
-  const timer = setInterval(() => publisher.publishAll(Date.now()), config.periodMs > 0 ? config.periodMs : config.windowMs);
+  const timer = setInterval(() => publisher.publishAll(clock.now()), config.periodMs > 0 ? config.periodMs : config.windowMs);
 
   // No API of its own: the gRPC server carries the standard health service.
   const member = await serveMember(ctx, { role: "predictor", register: () => {} });

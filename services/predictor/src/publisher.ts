@@ -28,6 +28,8 @@ export class ForecastPublisher {
     private readonly config: PredictorConfig,
     private readonly logger: Logger,
     private readonly onPublished: () => void,
+    /** A time on the clock `now` is read on, as the wall clock reads it (SteadyClock.toWall): forecasts carry wall-clock stamps. */
+    private readonly toWall: (ms: number) => number = (ms) => ms,
   ) {
     this.stepMs = config.stepMs > 0 ? config.stepMs : config.windowMs;
     if (config.model !== "holt" && this.stepMs !== config.windowMs) {
@@ -66,7 +68,15 @@ export class ForecastPublisher {
       model = f.model;
       quantiles = this.config.quantiles.map((q) => ({ quantile: q, ratePerS: forecastQuantile(f, q).map((c) => c / seconds) }));
     }
-    return { service, issuedAtUnixMs: now, stepMs: this.stepMs, steps: this.config.steps, quantiles, model, observedRatePerS: observed };
+    return {
+      service,
+      issuedAtUnixMs: this.toWall(now),
+      stepMs: this.stepMs,
+      steps: this.config.steps,
+      quantiles,
+      model,
+      observedRatePerS: observed,
+    };
   }
 
   /** Feeds the windows closed since the last call (rates[i] is window last - n + 1 + i). */

@@ -42,10 +42,14 @@ export class LoadWindows {
     return this.windowOf(now - this.latenessMs + 1) - 1;
   }
 
-  add(report: control.LoadReport, now: number): AddOutcome {
-    const end = Number(report.windowEndUnixMs);
+  /**
+   * `shiftMs` carries the frontend's wall-clock window onto the clock `now` is read on (SteadyClock.wallOffset in
+   * main.ts): the windows are kept on a clock a step of the wall clock does not move.
+   */
+  add(report: control.LoadReport, now: number, shiftMs = 0): AddOutcome {
+    const end = Number(report.windowEndUnixMs) + shiftMs;
     const arrivals = Number(report.arrivals);
-    if (serviceNameProblem(report.service) || loadWindowProblem(report, now) || !Number.isFinite(arrivals) || arrivals < 0)
+    if (serviceNameProblem(report.service) || loadWindowProblem(report, now - shiftMs) || !Number.isFinite(arrivals) || arrivals < 0)
       return "invalid";
     const k = this.windowOf(end);
     if (k <= this.lastClosed(now) - this.historyWindows) return "too_old";
