@@ -24,7 +24,7 @@ import { emulatedSpec } from "./process-cluster.js";
  * The frontend's rate history, deadlines and load windows run on a clock the step does not move. On the wall
  * clock, every arrival after the step fell into a bucket older than the history's newest and was dropped, so the
  * frontend predicted no load for the hour, and its load reports' windows ended an hour before they started.
- * Absolute deadlines cross processes (docs/architecture.md, "Clocks"): the nodes' clocks must agree, as they do
+ * Absolute deadlines cross processes (docs/architecture.md, on steady clocks): the nodes' clocks must agree, as they do
  * here, after the step as before it.
  */
 const RATE = 40;
