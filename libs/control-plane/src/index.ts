@@ -1,3 +1,4 @@
+export * from "./heard-clock.js";
 export * from "./heartbeat.js";
 export * from "./heartbeat-signature.js";
 export * from "./job-store.js";

@@ -1,4 +1,4 @@
-import { type HeartbeatVerifier, type MembershipTable, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
+import { type HeardClock, type HeartbeatVerifier, type MembershipTable, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
 import { type Clock, SteadyClock } from "@infergrid/core";
 import { isDeliberate, unavailableMetadata } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
@@ -24,6 +24,8 @@ export interface ForwarderOptions {
 export class Forwarder {
   constructor(
     private readonly members: MembershipTable<null>,
+    /** When `members` is judged at: through a NATS outage, the frontends live when it began stay so. */
+    private readonly heard: HeardClock,
     private readonly rotation: FrontendRotation,
     private readonly clients: ClientCache,
     private readonly options: ForwarderOptions,
@@ -40,7 +42,8 @@ export class Forwarder {
    * Frontends with a fresh heartbeat; if none is fresh (late heartbeats on a loaded machine, a NATS
    * outage) the ones heard from recently, since a call that fails still ejects them.
    */
-  liveFrontends(now: number): string[] {
+  liveFrontends(clockNow: number): string[] {
+    const now = this.heard.at(clockNow);
     const live = this.members.live(now);
     if (live.length > 0) return live.map((m) => m.id);
     return this.members
@@ -105,6 +108,8 @@ export function watchFrontends(
   onGarbled: () => void,
   /** The clock `members` is kept on (the forwarder's). */
   clock: Clock,
+  /** Told of every heartbeat heard (the forwarder's). */
+  heard: HeardClock,
   /** --signed-heartbeats: only heartbeats signed by their frontend's certificate. */
   verifier?: HeartbeatVerifier,
 ): void {
@@ -114,7 +119,9 @@ export function watchFrontends(
     logger,
     (hb) => {
       if (!hb.id || !hb.address) return;
-      const isNew = members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, null, clock.now());
+      const now = clock.now();
+      heard.heard(now);
+      const isNew = members.observe(hb.id, hb.address, Number(hb.startedAtUnixMs), hb.draining, null, now);
       if (isNew && !hb.draining) logger.info({ frontend: hb.id, address: hb.address }, "frontend joined the rotation");
       if (hb.draining) logger.info({ frontend: hb.id }, "frontend is draining; out of the rotation");
     },

@@ -1,4 +1,4 @@
-import { heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
+import { HeardClock, heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
 import { SteadyClock } from "@infergrid/core";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
@@ -51,9 +51,12 @@ await runService("broker", brokerConfig, async (ctx) => {
   });
   // Heartbeats' arrival, ejections and deadlines are timed on this clock.
   const clock = new SteadyClock();
-  watchFrontends(nc, members, logger.child({ component: "membership" }), ctx.onGarbled, clock, heartbeatVerifier(ctx));
+  const heard = new HeardClock(config.frontendTtlMs);
+  const membershipLog = logger.child({ component: "membership" });
+  watchFrontends(nc, members, membershipLog, ctx.onGarbled, clock, heard, heartbeatVerifier(ctx));
   const forwarder = new Forwarder(
     members,
+    heard,
     rotation,
     clients,
     {
@@ -75,8 +78,17 @@ await runService("broker", brokerConfig, async (ctx) => {
   const auth = config.clientTokensFile === undefined ? undefined : clientAuth(config.clientTokensFile, logger);
   const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter, auth);
 
+  let deaf = false;
   const housekeeping = setInterval(() => {
-    const now = clock.now();
+    // No frontend heard for a ttl: NATS is away, not every frontend dead. Those live when it went stay in the
+    // rotation (over gRPC, a call that fails still ejects one) and are not forgotten.
+    if (heard.deaf(clock.now()) !== deaf) {
+      deaf = !deaf;
+      if (deaf)
+        membershipLog.warn({ silentMs: heard.silentMs(clock.now()) }, "no frontend heartbeat (NATS away?): the rotation is kept as it was");
+      else membershipLog.info("frontends' heartbeats are back");
+    }
+    const now = heard.at(clock.now());
     members.expire(now, config.frontendTtlMs * 10);
     const live = members.live(now);
     rotation.forgetExcept(live.map((m) => m.id));
