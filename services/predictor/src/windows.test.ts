@@ -17,8 +17,11 @@ describe("LoadWindows", () => {
     expect(w.add(report("svc", "f2", 20_000, 50), 20_500)).toBe("accepted"); // late but before the window closes
     expect(w.rates("svc", 20_999)).toEqual([]);
     expect(w.rates("svc", 21_000)).toEqual([10]); // (50 + 50) / 10 s
-    // Window 2 had no report: zero arrivals.
-    expect(w.rates("svc", 31_000)).toEqual([10, 0]);
+    // Window 2 had no report at all (NATS away): it carries window 1's rate. Window 3 had reports of no arrivals.
+    expect(w.rates("svc", 31_000)).toEqual([10, 10]);
+    w.add(report("svc", "f1", 35_000, 0), 35_000);
+    w.add(report("svc", "f2", 38_000, 0), 38_000);
+    expect(w.rates("svc", 41_000)).toEqual([10, 10, 0]);
   });
 
   it("refuses bad reports and ones older than the history, bounds the history and forgets quiet services", () => {

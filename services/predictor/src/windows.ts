@@ -71,9 +71,12 @@ export class LoadWindows {
   }
 
   /**
-   * Rates (per second) of the closed windows, oldest first, from the window after the first
-   * report on (the predictor, or the service, started somewhere inside that one, and a partial
-   * window would read as a spurious ramp): a window nobody reported in had no arrivals.
+   * Rates (per second) of the closed windows, oldest first, from the window after the first report on (the
+   * predictor, or the service, started somewhere inside that one, and a partial window would read as a spurious
+   * ramp). Every frontend reports every registered service at every period, its quiet ones with no arrivals, so a
+   * window nobody reported in is one the predictor did not hear (NATS away), not one without load: it carries the
+   * rate of the window before it (read as zero, an outage of a minute fed the forecaster a minute without load,
+   * and the allocator shrank the services after it).
    */
   rates(service: string, now: number): number[] {
     const s = this.services.get(service);
@@ -81,8 +84,19 @@ export class LoadWindows {
     const last = this.lastClosed(now);
     const first = Math.max(s.firstWindow + 1, last - this.historyWindows + 1);
     const seconds = this.windowMs / 1000;
+    let carried = 0;
+    let newestBefore = Number.NEGATIVE_INFINITY;
+    for (const [k, count] of s.buckets)
+      if (k < first && k > s.firstWindow && k > newestBefore) {
+        newestBefore = k;
+        carried = count / seconds;
+      }
     const out: number[] = [];
-    for (let k = first; k <= last; k++) out.push((s.buckets.get(k) ?? 0) / seconds);
+    for (let k = first; k <= last; k++) {
+      const count = s.buckets.get(k);
+      if (count !== undefined) carried = count / seconds;
+      out.push(carried);
+    }
     return out;
   }
 
