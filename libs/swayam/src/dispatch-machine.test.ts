@@ -271,6 +271,30 @@ describe("dispatch machine: worked cases", () => {
     expect(retry.delayMs).toBe(0);
   });
 
+  it("a request that timed out on two backends ends deadline-exceeded; unreachable backends do not count", () => {
+    const h = harness();
+    const first = only(feed(h, { kind: "arrived" }), "send");
+    h.now = 10;
+    // Unreachable twice: retried each time.
+    const second = only(feed(h, { kind: "failed" }), "send");
+    h.now = 20;
+    const third = only(feed(h, { kind: "failed" }), "send");
+    expect(new Set([first.entry, second.entry, third.entry]).size).toBe(3);
+    // Timed out once (a hung backend): retried elsewhere.
+    h.now = 1_020;
+    const timedOut = feed(h, { kind: "failed", timedOut: true });
+    expect(only(timedOut, "suspect").entry).toBe(third.entry);
+    const fourth = only(timedOut, "send");
+    // Timed out again: the request is slow itself, and goes to no third backend.
+    h.now = 2_020;
+    const ended = feed(h, { kind: "failed", timedOut: true });
+    expect(only(ended, "suspect").entry).toBe(fourth.entry);
+    expect(ended.filter((a) => a.kind === "send")).toEqual([]);
+    expect(only(ended, "fail")).toMatchObject({ status: "deadline-exceeded" });
+    expect(only(ended, "fail").message).toMatch(/timed out on 2 backends/);
+    expect(h.st.phase).toBe("done");
+  });
+
   it("a failure past the give-up time ends the request", () => {
     const h = harness({ giveUpAt: 100 });
     feed(h, { kind: "arrived" });

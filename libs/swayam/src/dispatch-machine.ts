@@ -17,7 +17,8 @@
  *    not assigned, it retries after delta; a round in which every entry refused ends with libs/swayam's
  *    round backoff on top of delta (young requests back off, old ones do not).
  *  - A backend that cannot be reached is suspected (skipped for a while by the driver) and the request goes
- *    elsewhere at once. A final error from a backend (bad input) ends the request with that error.
+ *    elsewhere at once; a request that timed out on `maxTimedOutAttempts` backends ends there. A final error
+ *    from a backend (bad input) ends the request with that error.
  *  - A request ends when it could not start before its give-up time (its deadline less the reserve needed to
  *    still answer in time), or, with pruning on, once it has been refused and can no longer finish within
  *    RT_max.
@@ -52,8 +53,11 @@ export type DispatchEvent<H> =
   | { readonly kind: "answered" }
   /** The outstanding Execute was refused. */
   | { readonly kind: "refused"; readonly reason: DispatchRefusal }
-  /** The outstanding Execute failed in a way another backend may not (unreachable, hung, timed out). */
-  | { readonly kind: "failed" }
+  /**
+   * The outstanding Execute failed in a way another backend may not (unreachable, hung, timed out). `timedOut`:
+   * the backend was reached but did not answer within the attempt's allowance (its deadline passed there).
+   */
+  | { readonly kind: "failed"; readonly timedOut?: boolean }
   /** The outstanding Execute ran into the request's own deadline: the request is over, the backend not to blame. */
   | { readonly kind: "expired" }
   /** The outstanding Execute ended with an error no other backend would avoid (the request itself is bad). */
@@ -122,6 +126,13 @@ export interface DispatchSettings {
   parkAnswerGraceMs: number;
   /** The round backoff's longest pause and urgency threshold (libs/swayam roundBackoffMs). */
   backoff: Omit<RoundBackoffOptions, "deltaMs">;
+  /**
+   * Attempts that may time out (`failed` with `timedOut`) before the request ends deadline-exceeded. A request
+   * that outlasts its allowance on this many backends is slow itself (a poison request), not unlucky: tried on
+   * every backend in turn it tied each one up and had each suspected, until no backend of the service was left
+   * for anyone. One more than one, so that a single hung backend still only costs a retry.
+   */
+  maxTimedOutAttempts: number;
 }
 
 export const DISPATCH_DEFAULTS: DispatchSettings = {
@@ -130,6 +141,7 @@ export const DISPATCH_DEFAULTS: DispatchSettings = {
   parkFanout: PARK_DEFAULTS.fanout,
   parkAnswerGraceMs: 200,
   backoff: ROUND_BACKOFF_DEFAULTS,
+  maxTimedOutAttempts: 2,
 };
 
 /** What the machine may look at when it decides: the service as the frontend sees it now. */
@@ -167,6 +179,8 @@ export interface DispatchState<K> {
   /** The latest time an attempt may start: the deadline less the time an answer needs to get back. */
   giveUpAt: number;
   attempts: number;
+  /** Attempts that timed out at a backend. */
+  timeouts: number;
   refusals: number;
   /** Rounds in which every prefix entry refused. */
   rounds: number;
@@ -196,6 +210,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     reuse.arrivedAt = arrivedAt;
     reuse.giveUpAt = giveUpAt;
     reuse.attempts = 0;
+    reuse.timeouts = 0;
     reuse.refusals = 0;
     reuse.rounds = 0;
     reuse.tried.clear();
@@ -214,6 +229,7 @@ export function newDispatch<K>(arrivedAt: number, giveUpAt: number, reuse?: Disp
     arrivedAt,
     giveUpAt,
     attempts: 0,
+    timeouts: 0,
     refusals: 0,
     rounds: 0,
     tried: new TriedEntries<K>(),
@@ -266,7 +282,14 @@ export function stepDispatch<K, H>(
     case "failed":
       if (st.phase !== "sending") return;
       out.push({ kind: "suspect", entry: st.sendingEntry as K });
-      if (view.now >= st.giveUpAt) giveUp(st, out);
+      if (ev.timedOut === true && ++st.timeouts >= settings.maxTimedOutAttempts)
+        end(
+          st,
+          out,
+          "deadline-exceeded",
+          `timed out on ${st.timeouts} backends, each past its attempt allowance: not tried on more (a request this slow ties up every backend it goes to)`,
+        );
+      else if (view.now >= st.giveUpAt) giveUp(st, out);
       else tryNext(st, view, settings, out, 0);
       return;
     case "expired":

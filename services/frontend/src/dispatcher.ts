@@ -357,7 +357,8 @@ class Flight {
           { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: this.request.requestId },
           "backend call failed; retrying elsewhere",
         );
-        this.feed({ kind: "failed" });
+        // Past the attempt's allowance (here, or the backend read it too late): the machine bounds how often.
+        this.feed({ kind: "failed", timedOut: s.code === grpc.status.DEADLINE_EXCEEDED });
       },
     );
   }

@@ -1,0 +1,107 @@
+import { control, InferenceServiceDefinition } from "@infergrid/proto";
+import { createClient, type grpc, isServiceError, unaryCall } from "@infergrid/runtime";
+import {
+  eventually,
+  type NatsServerHandle,
+  RegistryWriter,
+  type ServiceProcess,
+  startAll,
+  startNatsServer,
+  startService,
+} from "@infergrid/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ControlWatch } from "./control-watch.js";
+import { LoadDriver } from "./load-driver.js";
+
+/**
+ * A poison request: one that takes far longer than its service's attempt allowance on any backend (here 1,000
+ * rows of an emulated model that takes 5 ms a row: 5 s, against an allowance of 1 s), sent among steady light
+ * load through a real broker and frontend to four real backends. It ends DEADLINE_EXCEEDED after it timed out on
+ * two backends. Before, it went from backend to backend until its own deadline (10 s here, one attempt a
+ * second), each one tied up for 5 s and suspected by the frontend: a client's single request held the service's
+ * backends for its whole deadline, and ended in it.
+ */
+const RT_MAX_MS = 200;
+const RATE = 20;
+
+describe("a poison request among steady load (real processes)", () => {
+  let nats: NatsServerHandle;
+  let writer: RegistryWriter;
+  let watch: ControlWatch;
+  let processes: ServiceProcess[] = [];
+  let client: grpc.Client;
+  let driver: LoadDriver;
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    const env = { INFERGRID_NATS_URL: nats.url, INFERGRID_HEARTBEAT_MS: "250", INFERGRID_SHUTDOWN_GRACE_MS: "1000" };
+    processes = await startAll([
+      ...Array.from({ length: 4 }, (_, i) =>
+        startService("backend-worker", { name: `b${i}`, env: { ...env, INFERGRID_ID: `b${i}`, INFERGRID_IDLE_TIMEOUT_MS: "600000" } }),
+      ),
+      startService("frontend", { env: { ...env, INFERGRID_ID: "f0" } }),
+      startService("broker", { env }),
+    ]);
+    writer = await RegistryWriter.open(nats.url);
+    watch = await ControlWatch.open(nats.url);
+    // Themis's l(b, c) with 5 ms a row and nothing else: a request of b rows takes 5b ms. The frontend sends to the
+    // whole list (the allocator sizes a Themis service), so every backend is in reach of every request.
+    await writer.assign(
+      {
+        name: "svc",
+        model: {
+          kind: control.ModelKind.MODEL_KIND_EMULATED,
+          profile: { shape: 0, locMs: 5, scaleMs: 0 },
+          coldStartMs: 50,
+          themis: { gamma: 0, eps: 0, delta: 5, eta: 0, spread: 0 },
+        },
+        sla: { latencyThresholdMs: RT_MAX_MS, percentile: 99, burstFactor: 2 },
+        minBackends: 4,
+        initialBackends: 4,
+      },
+      processes.slice(0, 4),
+      4,
+    );
+    client = createClient(processes[5]?.ready.grpcAddress ?? "");
+    await eventually("svc warm on every backend", () => (watch.warmBackends("svc").length === 4 ? true : undefined), 20_000);
+    driver = new LoadDriver(client, () => ({ service: "svc", inputs: { x: { dims: [1, 1], data: [1] } } }), RATE, 5_000).start();
+  }, 120_000);
+
+  afterAll(async () => {
+    await driver?.stop();
+    client?.close();
+    await watch?.close();
+    await writer?.close();
+    await Promise.all(processes.map((p) => p.stop(3000)));
+    await nats?.stop();
+  }, 30_000);
+
+  it("ends after timing out on two backends, and the other requests are served meanwhile", async () => {
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const sentAt = Date.now();
+    const poison = await unaryCall(
+      client,
+      InferenceServiceDefinition.Infer,
+      { service: "svc", inputs: { x: { dims: [1000, 1], data: new Array(1000).fill(1) } } },
+      { deadline: sentAt + 10_000 },
+    ).then(
+      () => ({ code: 0, details: "answered" }),
+      (err: unknown) => (isServiceError(err) ? { code: err.code, details: err.details } : { code: -1, details: String(err) }),
+    );
+    const endedAfter = Date.now() - sentAt;
+    // Until the two backends it tied up are free again and no longer suspected.
+    await new Promise((resolve) => setTimeout(resolve, 8_000));
+    await driver.stop();
+    const others = driver.outcomes.filter((o) => o.sentAt >= sentAt);
+    const failed = others.filter((o) => !o.ok);
+    console.log(
+      `poison request: code ${poison.code} after ${endedAfter} ms (${poison.details}); ` +
+        `${others.length - failed.length}/${others.length} other requests ok since, failures ${JSON.stringify(driver.failureCodes())}`,
+    );
+    expect(poison.code).toBe(4); // DEADLINE_EXCEEDED
+    expect(poison.details).toMatch(/timed out on 2 backends/);
+    expect(endedAfter).toBeLessThan(4_000);
+    expect(others.length).toBeGreaterThan(RATE * 8);
+    expect(failed).toEqual([]);
+  }, 60_000);
+});
