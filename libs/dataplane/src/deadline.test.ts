@@ -14,6 +14,13 @@ describe("effectiveDeadline", () => {
     expect(effectiveDeadline(1000, 2100.5, 0, 30_000)).toBe(2100);
     expect(effectiveDeadline(1000, 5000, 0, 100.9)).toBe(1100);
   });
+
+  it("carries the wall-clock deadlines onto a clock ahead of the wall clock, and neither an absent one", () => {
+    // The wall clock stepped back an hour: the component's clock reads an hour ahead of it.
+    const hour = 3_600_000;
+    expect(effectiveDeadline(hour + 1000, 5000, 4000, 30_000, hour)).toBe(hour + 4000);
+    expect(effectiveDeadline(hour + 1000, Number.POSITIVE_INFINITY, 0, 30_000, hour)).toBe(hour + 31_000);
+  });
 });
 
 describe("deadlineMs", () => {

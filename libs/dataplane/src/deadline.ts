@@ -2,12 +2,20 @@
  * The one deadline a request lives by: the earliest of the caller's gRPC deadline, the absolute
  * deadline in the message and the component's own timeout. `Infinity` means none was given.
  * Whole milliseconds: it is written into the next hop's message as an integer (a timeout header or a
- * setting of 1500.5 ms must not fail the request's encoding).
+ * setting of 1500.5 ms must not fail the request's encoding). The two deadlines are wall-clock times; `now` and the
+ * result are on the component's clock, `wallOffsetMs` ahead of the wall clock (SteadyClock.wallOffset; 0 when it is
+ * the wall clock).
  */
-export function effectiveDeadline(now: number, grpcDeadline: number, messageDeadline: number, defaultTimeoutMs: number): number {
+export function effectiveDeadline(
+  now: number,
+  grpcDeadline: number,
+  messageDeadline: number,
+  defaultTimeoutMs: number,
+  wallOffsetMs = 0,
+): number {
   const candidates = [now + defaultTimeoutMs];
-  if (Number.isFinite(grpcDeadline) && grpcDeadline > 0) candidates.push(grpcDeadline);
-  if (messageDeadline > 0) candidates.push(messageDeadline);
+  if (Number.isFinite(grpcDeadline) && grpcDeadline > 0) candidates.push(grpcDeadline + wallOffsetMs);
+  if (messageDeadline > 0) candidates.push(messageDeadline + wallOffsetMs);
   return Math.floor(Math.min(...candidates));
 }
 

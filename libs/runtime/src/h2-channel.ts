@@ -44,8 +44,10 @@ export const PROBE_TIMEOUT_MS = 1_000;
 /** Calls outstanding for a second on a silent connection have it probed. */
 export const SUSPECT_AFTER_MS = 1_000;
 
-/** What a session has said lately, and the calls outstanding on it (oldest first, by when each was sent). */
-/** A session's times, on performance.now(): a step of the wall clock must not look like silence. */
+/**
+ * What a session has said lately, and the calls outstanding on it (oldest first, by when each was sent). Its times
+ * are on performance.now(): a step of the wall clock must not look like silence.
+ */
 interface Liveness {
   startedAt: number;
   connected: boolean;

@@ -132,10 +132,13 @@ export class Ingress {
       }
       const checked = routedRequestProblem(request);
       if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
-      // The client's deadlines are wall-clock times: the earliest, found on the wall clock, is carried onto the broker's.
-      const offset = clock.wallOffset();
-      const deadline =
-        effectiveDeadline(started - offset, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.requestTimeoutMs) + offset;
+      const deadline = effectiveDeadline(
+        started,
+        deadlineMs(grpcDeadline),
+        request.deadlineUnixMs,
+        this.requestTimeoutMs,
+        clock.wallOffset(),
+      );
       if (deadline <= started)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, `deadline passed ${started - deadline} ms before the request arrived`);
       // Its deadline goes out as the forwarder sends it (on the wall clock).

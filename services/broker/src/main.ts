@@ -82,13 +82,14 @@ await runService("broker", brokerConfig, async (ctx) => {
   const housekeeping = setInterval(() => {
     // No frontend heard for a ttl: NATS is away, not every frontend dead. Those live when it went stay in the
     // rotation (over gRPC, a call that fails still ejects one) and are not forgotten.
-    if (heard.deaf(clock.now()) !== deaf) {
+    const clockNow = clock.now();
+    if (heard.deaf(clockNow) !== deaf) {
       deaf = !deaf;
       if (deaf)
-        membershipLog.warn({ silentMs: heard.silentMs(clock.now()) }, "no frontend heartbeat (NATS away?): the rotation is kept as it was");
+        membershipLog.warn({ silentMs: heard.silentMs(clockNow) }, "no frontend heartbeat (NATS away?): the rotation is kept as it was");
       else membershipLog.info("frontends' heartbeats are back");
     }
-    const now = heard.at(clock.now());
+    const now = heard.at(clockNow);
     members.expire(now, config.frontendTtlMs * 10);
     const live = members.live(now);
     rotation.forgetExcept(live.map((m) => m.id));

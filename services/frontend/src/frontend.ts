@@ -261,10 +261,13 @@ export class Frontend {
       if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
       const entry = this.deps.table.get(service);
       if (!entry) throw new GrpcStatusError(grpc.status.NOT_FOUND, `service ${JSON.stringify(service)} is not registered`);
-      // The caller's deadlines are wall-clock times: the earliest, found on the wall clock, is carried onto this one.
-      const offset = this.clock.wallOffset();
-      const deadline =
-        effectiveDeadline(arrived - offset, deadlineMs(grpcDeadline), request.deadlineUnixMs, this.deps.requestTimeoutMs) + offset;
+      const deadline = effectiveDeadline(
+        arrived,
+        deadlineMs(grpcDeadline),
+        request.deadlineUnixMs,
+        this.deps.requestTimeoutMs,
+        this.clock.wallOffset(),
+      );
       if (deadline <= arrived)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");
       const s = this.state(service);
