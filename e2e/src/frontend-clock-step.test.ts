@@ -24,8 +24,7 @@ import { emulatedSpec } from "./process-cluster.js";
  * The frontend's rate history, deadlines and load windows run on a clock the step does not move. On the wall
  * clock, every arrival after the step fell into a bucket older than the history's newest and was dropped, so the
  * frontend predicted no load for the hour, and its load reports' windows ended an hour before they started.
- * Absolute deadlines cross processes (docs/architecture.md, on steady clocks): the nodes' clocks must agree, as they do
- * here, after the step as before it.
+ * One node's clock off the others' is clock-skew.test.ts.
  */
 const RATE = 40;
 const LOAD_REPORT_MS = 500;
@@ -117,8 +116,7 @@ describe.each([
     await new Promise((resolve) => setTimeout(resolve, 8_000));
     stop();
     // Answered or failed by now: the driver's requests time out after 10 s.
-    // A request in flight at the step may end DEADLINE_EXCEEDED (its deadline crossed processes as a wall-clock
-    // time read before the step); those sent after it may not.
+    // Judged on the requests sent after the step (the client's own deadline is a wall-clock time).
     const after = driver.outcomes.filter((o) => o.sentAt >= steppedAt && o.sentAt < steppedAt + 5_000);
     const ok = after.filter((o) => o.ok && o.doneAt - o.sentAt <= RT_MAX_MS).length;
     const rates = reports.map((r) => r.rate);

@@ -219,6 +219,32 @@ describe("MultiplexChannel and the multiplexed service (real grpc-js servers)", 
     client.close();
   });
 
+  it("counts a call's timeout from when it read the call, whatever the caller's wall clock read", async () => {
+    const client = createClient(server.address);
+    const stream = client.makeBidiStreamRequest(
+      MultiplexDefinition.Calls.path,
+      MultiplexDefinition.Calls.requestSerialize,
+      MultiplexDefinition.Calls.responseDeserialize,
+    );
+    const outcomes: rpc.Outcome[] = [];
+    stream.on("data", (o: rpc.Outcome) => outcomes.push(o));
+    stream.on("error", () => undefined); // cancelled when the client closes
+    const hourAgo = Date.now() - 3_600_000;
+    // A caller whose clock is an hour behind: with its timeout the call runs; without, its stamp alone has passed.
+    stream.write({ id: 1, method: Echo.Echo.path, request: Buffer.from("behind"), deadlineUnixMs: hourAgo + 5_000, timeoutMs: 5_000 });
+    stream.write({ id: 2, method: Echo.Echo.path, request: Buffer.from("stamp"), deadlineUnixMs: hourAgo + 5_000 });
+    // A caller an hour ahead, with 100 ms left: the call ends DEADLINE_EXCEEDED after those 100 ms, not an hour.
+    stream.write({ id: 3, method: Echo.Slow.path, request: Buffer.from("ahead"), deadlineUnixMs: Date.now() + 3_600_100, timeoutMs: 100 });
+    await new Promise((r) => setTimeout(r, 600));
+    expect(outcomes.map((o) => [Number(o.id), grpc.status[o.code]])).toEqual([
+      [1, "OK"],
+      [2, "DEADLINE_EXCEEDED"],
+      [3, "DEADLINE_EXCEEDED"],
+    ]);
+    stream.end();
+    client.close();
+  });
+
   it("hands the stream's TLS identity to the handler: peer roles hold over the stream", async () => {
     const s = await startGrpcServer({
       host: "127.0.0.1",

@@ -178,8 +178,13 @@ export class MultiplexServer {
       if (!state.closed) stream.write({ id, ...outcome });
     };
     const route = this.routes.get(c.method);
-    const deadline = Number(c.deadlineUnixMs);
-    const left = deadline > 0 ? deadline - Date.now() : Number.POSITIVE_INFINITY;
+    // What is left of the call's deadline, counted from now as gRPC counts its timeout header (the caller's wall
+    // clock need not agree with this one's); a caller that sends no timeout is read by its wall-clock deadline.
+    const now = Date.now();
+    const timeout = Number(c.timeoutMs);
+    const stampedDeadline = Number(c.deadlineUnixMs);
+    const left = timeout > 0 ? timeout : stampedDeadline > 0 ? stampedDeadline - now : Number.POSITIVE_INFINITY;
+    const deadline = Number.isFinite(left) ? now + left : 0;
     const refusal = this.draining
       ? { code: grpc.status.UNAVAILABLE, details: "shutting down" }
       : state.active.has(id)
@@ -351,6 +356,7 @@ export class MultiplexChannel implements UnaryChannel {
       method: path,
       request: body,
       deadlineUnixMs: Number.isFinite(deadline) ? deadline : 0,
+      timeoutMs: Number.isFinite(deadline) ? Math.max(1, Math.ceil(deadline - now)) : 0,
       metadata: toMap(metadata),
     });
     return {

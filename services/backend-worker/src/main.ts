@@ -1,5 +1,6 @@
 import { JobStore, type MemberHandle, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { SteadyClock } from "@infergrid/core";
+import { deadlineMs } from "@infergrid/dataplane";
 import { createModelRuntime } from "@infergrid/models";
 import { BackendServingDefinition, backend, type DecodedExecuteRequest } from "@infergrid/proto";
 import {
@@ -186,7 +187,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
               // grpc-js also emits "cancelled" when an answered call's stream closes: only a caller gone before the answer counts.
               let answered = false;
               const reply = await worker
-                .execute(req, (leave) =>
+                .execute({ ...req, callDeadline: deadlineMs(call.getDeadline()), caller: call.getPeer() }, (leave) =>
                   call.once("cancelled", () => {
                     if (!answered) leave();
                   }),

@@ -169,6 +169,26 @@ describe("Worker: a call read after its caller's deadline", () => {
     // 0: the caller said nothing, as older frontends do.
     expect((await execute(worker, { deadlineUnixMs: 0 })).status).toBe(S.EXECUTE_STATUS_OK);
   });
+
+  it("reads a frontend's stamp by its clock's lag: an hour ahead, it is served; a call read late is still refused", async () => {
+    const HOUR = 3_600_000;
+    let clock = 10_000;
+    const { worker, late } = await warmWorker({ now: () => clock });
+    // The frontend's clock reads an hour more than this one; its calls take 1 ms to arrive, with 300 ms left.
+    const call = (sentAt: number, readAt: number) => {
+      clock = readAt;
+      return execute(worker, { deadlineUnixMs: sentAt + HOUR + 300, callDeadline: readAt + 300, caller: "10.0.0.7:41234" });
+    };
+    for (let t = 11_000; t < 12_000; t += 100) expect((await call(t, t + 1)).status).toBe(S.EXECUTE_STATUS_OK);
+    // Sent at 12,000, read at 13,000 (this backend was frozen): the 300 ms its caller gave it were over.
+    const err = await call(12_000, 13_000).catch((e: unknown) => e);
+    expect([(err as GrpcStatusError).code, (err as GrpcStatusError).details]).toEqual([
+      grpc.status.DEADLINE_EXCEEDED,
+      "the caller's deadline passed 699 ms before the backend could start the request; not run",
+    ]);
+    expect(late.count).toBe(1);
+    expect((await call(13_100, 13_101)).status).toBe(S.EXECUTE_STATUS_OK);
+  });
 });
 
 describe("Worker: late binding (Park, holds, Release)", { timeout: 5_000 }, () => {

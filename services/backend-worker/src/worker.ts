@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { inputsProblem, type TensorInput } from "@infergrid/dataplane";
+import { inputsProblem, SenderLag, type TensorInput } from "@infergrid/dataplane";
 import { type LatencyProfile, serviceMs } from "@infergrid/kairos";
 import {
   createModelRuntime,
@@ -32,6 +32,13 @@ export type ExecuteInput = Omit<backend.ExecuteRequest.$Properties, "inputs"> & 
   inputs?: Record<string, TensorInput | null> | null;
   /** Set by the server's decoder when the bytes were not an ExecuteRequest. */
   undecodable?: string;
+  /**
+   * The call's gRPC deadline as the server read it when the call arrived, a wall-clock time (Infinity or absent:
+   * none). With it, `deadline_unix_ms` is read as a time on the frontend's clock, by that clock's lag.
+   */
+  callDeadline?: number;
+  /** The caller's connection (grpc-js's getPeer), whose clock's lag is learned apart from other callers'. */
+  caller?: string;
 };
 
 const STATE: Record<BackendPhase, backend.BackendState> = {
@@ -183,6 +190,9 @@ export class Worker {
   private batchTimerAt: number | undefined;
   /** Resize calls apply one after another. */
   private resizing: Promise<unknown> = Promise.resolve();
+
+  /** The lags of the frontends' clocks, by connection: how their deadlines are read. */
+  private readonly senders = new SenderLag();
 
   constructor(
     readonly id: string,
@@ -384,9 +394,12 @@ export class Worker {
   private refusedBeforeRun(req: ExecuteInput): GrpcStatusError | backend.ExecuteReply.$Properties | undefined {
     if (req.undecodable) return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     const now = this.now();
-    const wallDeadline = Number(req.deadlineUnixMs ?? 0);
-    const deadline = wallDeadline > 0 ? this.fromWall(wallDeadline) : 0;
-    if (deadline > 0 && deadline <= now) {
+    const stamped = Number(req.deadlineUnixMs ?? 0);
+    const wallOffset = this.fromWall(0);
+    const relative =
+      req.callDeadline !== undefined && Number.isFinite(req.callDeadline) ? req.callDeadline + wallOffset : Number.POSITIVE_INFINITY;
+    const deadline = this.senders.deadline(req.caller ?? req.frontendId ?? "", relative, stamped, now, wallOffset);
+    if (deadline <= now) {
       // A call read late (the backend was frozen, or its event loop stalled): its caller has moved on.
       this.events.onLate?.();
       return new GrpcStatusError(

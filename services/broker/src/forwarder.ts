@@ -71,14 +71,14 @@ export class Forwarder {
       // The frontend gets a little less time than the client, so that its own answer (say, UNAVAILABLE
       // with a retry hint) comes back before the client's deadline rather than racing it.
       const frontendDeadline = Math.floor(Math.max(now + 1, deadline - this.options.answerReserveMs));
-      // The frontend and grpc-js read deadlines off the wall clock.
-      const wallDeadline = this.clock.toWall(frontendDeadline);
       try {
         return await unaryCall(
           this.clients.get(member.address),
           RoutedInferenceDefinition.Infer,
-          { ...request, deadlineUnixMs: wallDeadline },
-          { deadline: wallDeadline, signal },
+          // Stamped on this process's steady clock, which the frontend reads by its lag (dataplane sender-lag.ts);
+          // grpc-js takes the deadline on the wall clock and sends what is left of it.
+          { ...request, deadlineUnixMs: frontendDeadline },
+          { deadline: this.clock.toWall(frontendDeadline), signal },
         );
       } catch (err) {
         if (signal?.aborted) throw new GrpcStatusError(grpc.status.CANCELLED, "the client cancelled the request");

@@ -309,8 +309,6 @@ class Flight {
     // written into the Execute as an integer.
     const callDeadline = Math.floor(Math.min(this.deadline, now + this.d.attemptTimeoutMs(target.entry)));
     const busyMark = this.markBusy(ref, target, now);
-    // The backend and grpc-js read deadlines off the wall clock.
-    const wallDeadline = this.d.clock.toWall(callDeadline);
     const freed = () => {
       if (busyMark !== undefined && this.d.busyUntil.get(ref.backendId) === busyMark) this.d.busyUntil.delete(ref.backendId);
     };
@@ -324,10 +322,12 @@ class Flight {
         inputs: this.request.inputs,
         attempt,
         holdId,
-        deadlineUnixMs: wallDeadline,
+        // Stamped on this process's steady clock, which the backend reads by its lag (dataplane sender-lag.ts).
+        deadlineUnixMs: callDeadline,
       },
-      // The caller's own signal: its abort reaches this call after the machine has ended the request.
-      { deadline: wallDeadline, ...(this.signal ? { signal: this.signal } : {}) },
+      // grpc-js takes the deadline on the wall clock and sends what is left of it. The caller's own signal: its
+      // abort reaches this call after the machine has ended the request.
+      { deadline: this.d.clock.toWall(callDeadline), ...(this.signal ? { signal: this.signal } : {}) },
     ).then(
       (reply) => {
         freed();

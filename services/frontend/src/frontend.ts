@@ -1,6 +1,6 @@
 import { subjects } from "@infergrid/control-plane";
 import { type Random, SteadyClock, systemRandom } from "@infergrid/core";
-import { deadlineMs, effectiveDeadline, routedRequestProblem } from "@infergrid/dataplane";
+import { deadlineMs, hopDeadline, routedRequestProblem, SenderLag } from "@infergrid/dataplane";
 import { control, encodeRoutedInferResponse, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
 import {
@@ -66,6 +66,8 @@ export class Frontend {
   private readonly services = new Map<string, ServiceState>();
   private readonly random: Random;
   private readonly clock: SteadyClock;
+  /** The lags of the callers' clocks (brokers', or clients' in direct mode), by connection: how their deadlines are read. */
+  private readonly senders = new SenderLag();
   private readonly requests: Counter<"service" | "code">;
   private readonly withinSlo: Counter<"service">;
   private readonly sloLatency: Gauge<"service">;
@@ -250,9 +252,14 @@ export class Frontend {
   /**
    * Answers with an encoded InferResponse around the backend's outputs: the tensors go through this hop as the
    * bytes they came as, in and out. `signal`: the caller went away (the dispatch is cancelled, and the request
-   * ends CANCELLED).
+   * ends CANCELLED). `caller`: its connection (grpc-js's getPeer), whose clock's lag its deadline is read by.
    */
-  async infer(request: RoutedInferRequest, grpcDeadline: Date | number | undefined, signal?: AbortSignal): Promise<Uint8Array> {
+  async infer(
+    request: RoutedInferRequest,
+    grpcDeadline: Date | number | undefined,
+    signal?: AbortSignal,
+    caller = "",
+  ): Promise<Uint8Array> {
     const arrived = this.clock.now();
     const service = request.service;
     const label = this.deps.table.get(service) ? service : "_unknown";
@@ -261,12 +268,14 @@ export class Frontend {
       if ("problem" in checked) throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, checked.problem);
       const entry = this.deps.table.get(service);
       if (!entry) throw new GrpcStatusError(grpc.status.NOT_FOUND, `service ${JSON.stringify(service)} is not registered`);
-      const deadline = effectiveDeadline(
+      const deadline = hopDeadline(
         arrived,
         deadlineMs(grpcDeadline),
         request.deadlineUnixMs,
         this.deps.requestTimeoutMs,
         this.clock.wallOffset(),
+        this.senders,
+        caller,
       );
       if (deadline <= arrived)
         throw new GrpcStatusError(grpc.status.DEADLINE_EXCEEDED, "deadline passed before the request reached the frontend");

@@ -81,7 +81,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
             config.grpcPeerRoles,
             ["broker", "direct-client"],
             "Infer",
-            unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline(), callSignal(call))),
+            unaryHandler(logger, (req, call) => fe.infer(req, call.getDeadline(), callSignal(call), call.getPeer())),
           ),
         },
         logger,
