@@ -25,15 +25,24 @@ export const HEARTBEAT_MAX_SKEW_MS = 30_000;
 const MAX_CACHED_CERTIFICATES = 10_000;
 
 export class HeartbeatSigner {
-  private readonly certificate: Uint8Array;
-  private readonly key: KeyObject;
+  private certificate: Uint8Array;
+  private key: KeyObject;
 
   /** `certPem`: the process's own certificate first (a chain may follow); `keyPem`: its private key. */
   constructor(certPem: Buffer | string, keyPem: Buffer | string) {
+    [this.certificate, this.key] = HeartbeatSigner.read(certPem, keyPem);
+  }
+
+  /** Signs with a renewed certificate and key from now on (throws, keeping the old pair, if they do not match). */
+  renew(certPem: Buffer | string, keyPem: Buffer | string): void {
+    [this.certificate, this.key] = HeartbeatSigner.read(certPem, keyPem);
+  }
+
+  private static read(certPem: Buffer | string, keyPem: Buffer | string): [Uint8Array, KeyObject] {
     const cert = new X509Certificate(certPem);
-    this.certificate = cert.raw;
-    this.key = createPrivateKey(keyPem);
-    if (!cert.checkPrivateKey(this.key)) throw new Error("the heartbeat signing key is not the certificate's");
+    const key = createPrivateKey(keyPem);
+    if (!cert.checkPrivateKey(key)) throw new Error("the heartbeat signing key is not the certificate's");
+    return [cert.raw, key];
   }
 
   /** The heartbeat's bytes with the certificate and the signature over them appended. */
@@ -55,7 +64,7 @@ interface CheckedCertificate {
 }
 
 export class HeartbeatVerifier {
-  private readonly authorities: X509Certificate[];
+  private authorities: X509Certificate[] = [];
   private readonly checked = new Map<string, CheckedCertificate | string>();
 
   /** `caPem`: one or more CA certificates (during a CA rotation, both). */
@@ -63,8 +72,16 @@ export class HeartbeatVerifier {
     caPem: Buffer | string,
     private readonly now: () => number = Date.now,
   ) {
-    this.authorities = splitPem(caPem.toString()).map((pem) => new X509Certificate(pem));
-    if (this.authorities.length === 0) throw new Error("no CA certificate to verify heartbeats with");
+    this.trust(caPem);
+  }
+
+  /** Verifies against these CA certificates from now on (a renewed bundle); throws, keeping the old, if none reads. */
+  trust(caPem: Buffer | string): void {
+    const authorities = splitPem(caPem.toString()).map((pem) => new X509Certificate(pem));
+    if (authorities.length === 0) throw new Error("no CA certificate to verify heartbeats with");
+    this.authorities = authorities;
+    // What was checked against the old CAs is checked again.
+    this.checked.clear();
   }
 
   /** Why `raw` (the bytes that arrived, decoded as `hb`) must not be believed; undefined if it may. */

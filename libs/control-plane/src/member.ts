@@ -67,15 +67,28 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
 }
 
 /** A process with a gRPC certificate signs its heartbeats with it (readers with --signed-heartbeats require it). */
-export function heartbeatSigner(ctx: Pick<ServiceContext<CommonConfig>, "grpcTls">): HeartbeatSigner | undefined {
+export function heartbeatSigner(ctx: Pick<ServiceContext<CommonConfig>, "grpcTls" | "onGrpcTlsChange">): HeartbeatSigner | undefined {
   const tls = ctx.grpcTls;
-  return tls?.cert && tls.key ? new HeartbeatSigner(tls.cert, tls.key) : undefined;
+  if (!tls?.cert || !tls.key) return undefined;
+  const signer = new HeartbeatSigner(tls.cert, tls.key);
+  // A renewed certificate signs from then on: the old one would be refused once it expires.
+  ctx.onGrpcTlsChange((now) => {
+    if (now.cert && now.key) signer.renew(now.cert, now.key);
+  });
+  return signer;
 }
 
 /** What a heartbeat reader checks signatures with: undefined unless --signed-heartbeats (which needs gRPC TLS). */
-export function heartbeatVerifier(ctx: Pick<ServiceContext<CommonConfig>, "grpcTls" | "config">): HeartbeatVerifier | undefined {
+export function heartbeatVerifier(
+  ctx: Pick<ServiceContext<CommonConfig>, "grpcTls" | "config" | "onGrpcTlsChange">,
+): HeartbeatVerifier | undefined {
   if (!ctx.config.signedHeartbeats) return undefined;
   const ca = ctx.grpcTls?.ca;
   if (!ca) throw new Error("--signed-heartbeats needs the gRPC CA");
-  return new HeartbeatVerifier(ca);
+  const verifier = new HeartbeatVerifier(ca);
+  // A CA rotation: the bundle renewed in place (both CAs for the time of the roll, then the new one alone).
+  ctx.onGrpcTlsChange((now) => {
+    if (now.ca) verifier.trust(now.ca);
+  });
+  return verifier;
 }

@@ -120,7 +120,7 @@ let defaults: {
   server: () => grpc.ServerCredentials;
   client: () => grpc.ChannelCredentials;
   channelOptions: grpc.ChannelOptions;
-  tls: UnaryChannelTls | undefined;
+  tls: (() => UnaryChannelTls) | undefined;
 } = {
   server: () => grpc.ServerCredentials.createInsecure(),
   client: () => grpc.credentials.createInsecure(),
@@ -136,17 +136,27 @@ export interface UnaryChannelTls {
   serverName?: string;
 }
 
+/** `tls`: the material now, or how to read it when it may change (tls-reload.ts), for each new connection. */
 export function setDefaultGrpcCredentials(creds: {
   server: grpc.ServerCredentials;
   client: grpc.ChannelCredentials;
   channelOptions?: grpc.ChannelOptions;
-  tls?: UnaryChannelTls;
+  tls?: UnaryChannelTls | (() => UnaryChannelTls);
 }): void {
-  defaults = { server: () => creds.server, client: () => creds.client, channelOptions: creds.channelOptions ?? {}, tls: creds.tls };
+  const tls = creds.tls;
+  defaults = {
+    server: () => creds.server,
+    client: () => creds.client,
+    channelOptions: creds.channelOptions ?? {},
+    tls: tls === undefined ? undefined : typeof tls === "function" ? tls : () => tls,
+  };
 }
 
-/** The TLS this process's own channels use unless a call site passes credentials (undefined: plaintext). */
-export function defaultChannelTls(): UnaryChannelTls | undefined {
+/**
+ * The TLS this process's own channels use unless a call site passes credentials (undefined: plaintext), as a
+ * reading to make at each new connection (the files may have been renewed since).
+ */
+export function defaultChannelTls(): (() => UnaryChannelTls) | undefined {
   return defaults.tls;
 }
 

@@ -16,8 +16,11 @@ export interface UnaryChannel extends UnaryCaller {
 }
 
 export interface H2ChannelOptions {
-  /** Mutual TLS: the CA that signs servers, this process's certificate and key, the name servers present. */
-  tls?: UnaryChannelTls;
+  /**
+   * Mutual TLS: the CA that signs servers, this process's certificate and key, the name servers present; as a
+   * function, read at each new connection (renewed certificates, tls-reload.ts).
+   */
+  tls?: UnaryChannelTls | (() => UnaryChannelTls);
   maxReceiveMessageBytes: number;
   /** A ping this often; a session whose ping goes unanswered for keepaliveTimeoutMs is dropped. */
   keepaliveMs: number;
@@ -105,18 +108,23 @@ export class H2Channel implements UnaryChannel {
   private lastFailure = "";
   private closed = false;
   private readonly authority: string;
-  private readonly connectOptions: http2.SecureClientSessionOptions;
+  private readonly serverName: string | undefined;
 
   constructor(
     readonly address: string,
     private readonly options: H2ChannelOptions,
   ) {
     this.backoffMs = options.initialBackoffMs;
-    const tls = options.tls;
-    this.authority = `${tls ? "https" : "http"}://${address}`;
+    this.authority = `${options.tls ? "https" : "http"}://${address}`;
     const host = address.startsWith("[") ? address.slice(1, address.indexOf("]")) : address.slice(0, address.lastIndexOf(":"));
-    const serverName = tls?.serverName ?? (isIP(host) ? undefined : host);
-    this.connectOptions = {
+    this.serverName = isIP(host) ? undefined : host;
+  }
+
+  /** What a new connection is made with: the TLS material as it is now. */
+  private connectOptions(): http2.SecureClientSessionOptions {
+    const tls = typeof this.options.tls === "function" ? this.options.tls() : this.options.tls;
+    const serverName = tls?.serverName ?? this.serverName;
+    return {
       // The answers of the request path are small; a large window keeps big ones from waiting on WINDOW_UPDATEs.
       settings: { initialWindowSize: 4 * 1024 * 1024, enablePush: false },
       // Node's default (10 MB of buffered frames per session) is reached by a few dozen image answers in flight
@@ -144,7 +152,7 @@ export class H2Channel implements UnaryChannel {
         grpc.status.UNAVAILABLE,
         `${this.address} unreachable (${this.lastFailure}); next try in ${Math.ceil(this.failedUntil - now)} ms`,
       );
-    const session = http2.connect(this.authority, this.connectOptions);
+    const session = http2.connect(this.authority, this.connectOptions());
     this.session = session;
     const life: Liveness = { startedAt: now, connected: false, heardAt: now, probing: false, calls: new Map() };
     this.liveness.set(session, life);

@@ -18,4 +18,5 @@ export * from "./peer-identity.js";
 export * from "./security.js";
 export * from "./service.js";
 export * from "./shutdown.js";
+export * from "./tls-reload.js";
 export * from "./unary-direct.js";

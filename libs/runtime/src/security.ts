@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { ConfigError, field } from "./config.js";
 import { grpc, setDefaultGrpcCredentials } from "./grpc.js";
+import { ReloadingTls } from "./tls-reload.js";
 
 /**
  * Credentials and TLS, resolved once at start-up from the validated config. Secrets may come
@@ -170,16 +171,43 @@ export function grpcTlsCredentials(tls: GrpcTls): {
     // client at all, or one with a certificate from any CA, was served).
     server: grpc.ServerCredentials.createSsl(tls.ca, [{ cert_chain: tls.cert, private_key: tls.key }], true),
     client: grpc.credentials.createSsl(tls.ca, tls.key, tls.cert),
-    // Peers are dialled by pod IP or container name; they all present a certificate for one
-    // service name, checked instead of the dialled host.
-    channelOptions:
-      tls.serverName === undefined ? {} : { "grpc.ssl_target_name_override": tls.serverName, "grpc.default_authority": tls.serverName },
+    channelOptions: serverNameOptions(tls.serverName),
   };
 }
 
-/** Makes every gRPC server and client of this process use TLS unless a call site passes its own credentials. */
-export function applyGrpcTls(tls: GrpcTls | undefined): void {
+/**
+ * Peers are dialled by pod IP or container name; they all present a certificate for one service name, checked
+ * instead of the dialled host.
+ */
+function serverNameOptions(serverName: string | undefined): grpc.ChannelOptions {
+  return serverName === undefined ? {} : { "grpc.ssl_target_name_override": serverName, "grpc.default_authority": serverName };
+}
+
+/**
+ * Makes every gRPC server and client of this process use TLS unless a call site passes its own credentials: fixed
+ * material, or material read again from its files (tls-reload.ts), which each new connection takes as it is then.
+ */
+export function applyGrpcTls(tls: GrpcTls | ReloadingTls | undefined): void {
   if (tls === undefined) return;
+  if (tls instanceof ReloadingTls) {
+    const serverName = tls.current.serverName;
+    setDefaultGrpcCredentials({
+      // The same provider for both: grpc-js 1.14's server credentials take (CA, identity) in the other order.
+      server: grpc.experimental.createCertificateProviderServerCredentials(tls, tls, true),
+      client: grpc.experimental.createCertificateProviderChannelCredentials(tls, tls),
+      channelOptions: serverNameOptions(serverName),
+      tls: () => {
+        const now = tls.current;
+        return {
+          ca: now.ca ?? Buffer.alloc(0),
+          ...(now.cert ? { cert: now.cert } : {}),
+          ...(now.key ? { key: now.key } : {}),
+          ...(serverName === undefined ? {} : { serverName }),
+        };
+      },
+    });
+    return;
+  }
   const creds = grpcTlsCredentials(tls);
   if (!tls.ca) throw new Error("gRPC TLS needs a CA");
   setDefaultGrpcCredentials({

@@ -8,6 +8,7 @@ import { createMetricsRegistry, startMetricsServer } from "./metrics.js";
 import { connectNats, type NatsConnection } from "./nats.js";
 import { applyGrpcTls, type GrpcTls, type ResolvedSecurity, resolveSecurity } from "./security.js";
 import { installShutdown, type ShutdownStep } from "./shutdown.js";
+import { ReloadingTls } from "./tls-reload.js";
 
 /** Settings every service has. */
 export const commonConfigShape = {
@@ -31,6 +32,11 @@ export const commonConfigShape = {
   grpcTlsKeyFile: field.optionalString().describe("gRPC TLS: the certificate's key"),
   grpcTlsCaFile: field.optionalString().describe("gRPC TLS: CA that peers' certificates must chain to"),
   grpcTlsServerName: field.optionalString().describe("gRPC TLS: name checked in peers' certificates (peers are dialled by address)"),
+  grpcTlsReloadMs: field
+    .ms(60_000)
+    .describe(
+      "gRPC TLS: how often the certificate, key and CA files are read again (renewed in place by cert-manager); new connections take renewed files once they make a whole (0: read at start-up only)",
+    ),
   grpcPeerRoles: field
     .bool(false)
     .describe(
@@ -59,8 +65,10 @@ export interface ServiceContext<C> {
   advertise(port: number): string;
   /** Counts a NATS message dropped as undecodable (`infergrid_garbled_messages_total`). */
   onGarbled(): void;
-  /** This process's gRPC TLS material (certificate, key, CA), undefined when gRPC is plaintext. */
+  /** This process's gRPC TLS material (certificate, key, CA) as read at start-up, undefined when gRPC is plaintext. */
   grpcTls: GrpcTls | undefined;
+  /** Calls `listener` with the material each time renewed files are taken (grpcTlsReloadMs); returns the unsubscribe. */
+  onGrpcTlsChange(listener: (tls: GrpcTls) => void): () => void;
 }
 
 export interface StartedService {
@@ -103,7 +111,15 @@ export async function runService<S extends z.ZodObject>(
   try {
     const metrics = createMetricsRegistry({ service: role });
     const metricsServer = await startMetricsServer(metrics, config.host, config.metricsPort);
-    applyGrpcTls(security.grpc);
+    const grpcTls =
+      security.grpc && config.grpcTlsCertFile && config.grpcTlsKeyFile && config.grpcTlsCaFile
+        ? new ReloadingTls(
+            { certFile: config.grpcTlsCertFile, keyFile: config.grpcTlsKeyFile, caFile: config.grpcTlsCaFile },
+            security.grpc,
+            logger,
+          ).start(config.grpcTlsReloadMs)
+        : undefined;
+    applyGrpcTls(grpcTls ?? security.grpc);
     const nc = await connectNats({ servers: config.natsUrl, name: id, ...security.nats }, logger);
     const garbled = new Counter({
       name: "infergrid_garbled_messages_total",
@@ -119,10 +135,16 @@ export async function runService<S extends z.ZodObject>(
       advertise: (port) => `${advertiseHost}:${port}`,
       onGarbled: () => garbled.inc(),
       grpcTls: security.grpc,
+      onGrpcTlsChange: (listener) => grpcTls?.onChange(listener) ?? (() => false),
     });
     installShutdown(
       logger,
-      [...started.shutdown, { name: "nats", run: () => nc.drain() }, { name: "metrics", run: () => metricsServer.close() }],
+      [
+        ...started.shutdown,
+        { name: "nats", run: () => nc.drain() },
+        { name: "metrics", run: () => metricsServer.close() },
+        { name: "tls-reload", run: async () => grpcTls?.stop() },
+      ],
       config.shutdownGraceMs + 5000,
     );
     announceReady(logger, { id, metricsAddress: metricsServer.address, ...started.ready });
