@@ -1,11 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { randomBytes, X509Certificate } from "node:crypto";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
+import { connect as tlsConnect } from "node:tls";
 import { InferenceServiceDefinition } from "@infergrid/proto";
 import { grpc, unaryCall } from "@infergrid/runtime";
 import { makeCa as makeTestCa, makeCert as makeTestCert, type ServiceName, serviceEntry } from "@infergrid/testkit";
@@ -44,6 +45,8 @@ function tlsEnv(): Record<string, string> {
     INFERGRID_GRPC_TLS_KEY_FILE: path("svc.key"),
     INFERGRID_GRPC_TLS_CA_FILE: path("ca.pem"),
     INFERGRID_GRPC_TLS_SERVER_NAME: SERVER_NAME,
+    // Renewed files are taken within half a second (the last test renews them in place).
+    INFERGRID_GRPC_TLS_RELOAD_MS: "500",
   };
 }
 
@@ -374,6 +377,56 @@ describe("a missing secret stops a service before it starts", () => {
     expect(r.code).toBe(2);
     expect(r.output).toContain("--grpc-tls-cert-file / INFERGRID_GRPC_TLS_CERT_FILE");
     expect(r.output).not.toContain(NATS_PASS);
+  });
+});
+
+describe("a certificate renewed in place (cert-manager rewrites the mounted files)", () => {
+  it("is presented on new connections within the reload period; requests are answered across the renewal", async () => {
+    const c = must(cluster, "cluster");
+    makeCert("svc-next", "ca", `IP:127.0.0.1,DNS:${SERVER_NAME}`);
+    const next = new X509Certificate(readFileSync(path("svc-next.pem"))).serialNumber;
+    const address = c.broker.ready.grpcAddress ?? "";
+    const served = () =>
+      new Promise<string>((resolve, reject) => {
+        const socket = tlsConnect(
+          {
+            host: "127.0.0.1",
+            port: Number(address.slice(address.lastIndexOf(":") + 1)),
+            ca: readFileSync(path("ca.pem")),
+            cert: readFileSync(path("svc.pem")),
+            key: readFileSync(path("svc.key")),
+            ALPNProtocols: ["h2"],
+          },
+          () => {
+            resolve(socket.getPeerCertificate().serialNumber);
+            socket.destroy();
+          },
+        );
+        socket.on("error", reject);
+      });
+    expect(await served()).not.toBe(next);
+    // The certificate first, the key a moment later: the half-written pair is passed over, the whole one taken.
+    copyFileSync(path("svc-next.pem"), path("svc.pem"));
+    await sleep(1_200);
+    copyFileSync(path("svc-next.key"), path("svc.key"));
+    await sleep(1_500);
+    expect(await served()).toBe(next);
+    const logged = (p: { logs: { msg?: string }[] }, msg: string) => p.logs.some((l) => l.msg === msg);
+    for (const p of [c.broker, ...c.frontends, ...c.backends]) {
+      expect(logged(p, "gRPC TLS files not taken; the certificate in use stays"), p.name).toBe(true);
+      expect(logged(p, "gRPC TLS files changed: new connections take the new certificate"), p.name).toBe(true);
+    }
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) =>
+        unaryCall(
+          c.brokerClient,
+          InferenceServiceDefinition.Infer,
+          { service: "echo", requestId: `renewed-${i}`, inputs: { x: { dims: [2], data: [i, 1] } } },
+          { deadline: Date.now() + 10_000 },
+        ),
+      ),
+    );
+    expect(results.flatMap((r) => (r.status === "rejected" ? [String(r.reason)] : []))).toEqual([]);
   });
 });
 

@@ -40,6 +40,20 @@ const check = (raw: Uint8Array, verifier = new HeartbeatVerifier(pem("ca.pem"), 
   verifier.problem(control.Heartbeat.decode(raw), raw);
 
 describe("signed heartbeats", () => {
+  it("signs with a renewed certificate, and reads with a renewed CA bundle (files renewed in place)", () => {
+    const s = signer("frontend-0");
+    const verifier = new HeartbeatVerifier(pem("ca.pem"), () => NOW);
+    // The CA rotates: the new CA's certificate is refused until the bundle holds it; the renewed signer's is kept.
+    s.renew(pem("rotated.pem"), pem("rotated.key"));
+    expect(check(s.seal(beat({})), verifier)).toBe("its certificate is not from the cluster's CA");
+    verifier.trust(Buffer.concat([pem("ca.pem"), pem("next-ca.pem")]));
+    expect(check(s.seal(beat({})), verifier)).toBeUndefined();
+    // A pair that does not belong together is refused, and the signer keeps the one it had.
+    expect(() => s.renew(pem("frontend-0.pem"), pem("rotated.key"))).toThrow(/not the certificate's/);
+    expect(check(s.seal(beat({})), verifier)).toBeUndefined();
+    expect(() => verifier.trust("no certificate here")).toThrow(/no CA certificate/);
+  });
+
   it("keeps a heartbeat signed by its own member's certificate of the CA", () => {
     expect(check(signer("frontend-0").seal(beat({})))).toBeUndefined();
     const backend = signer("backend-3").seal(beat({ role: control.Role.ROLE_BACKEND, id: "backend-3", backend: { cores: 2 } }));
