@@ -197,7 +197,8 @@ describe("MultiplexChannel and the multiplexed service (real grpc-js servers)", 
     ch.close();
   });
 
-  it("refuses a reused call id and an unknown method, on the stream itself (a hostile or broken peer)", async () => {
+  /** A Multiplex stream written by hand (a hostile, broken or older peer), with the outcomes it gets. */
+  function rawStream() {
     const client = createClient(server.address);
     const stream = client.makeBidiStreamRequest(
       MultiplexDefinition.Calls.path,
@@ -207,6 +208,11 @@ describe("MultiplexChannel and the multiplexed service (real grpc-js servers)", 
     const outcomes: rpc.Outcome[] = [];
     stream.on("data", (o: rpc.Outcome) => outcomes.push(o));
     stream.on("error", () => undefined); // cancelled when the client closes
+    return { client, stream, outcomes };
+  }
+
+  it("refuses a reused call id and an unknown method, on the stream itself (a hostile or broken peer)", async () => {
+    const { client, stream, outcomes } = rawStream();
     stream.write({ id: 1, method: Echo.Slow.path, request: Buffer.from("a"), deadlineUnixMs: Date.now() + 5_000 });
     stream.write({ id: 1, method: Echo.Slow.path, request: Buffer.from("b"), deadlineUnixMs: Date.now() + 5_000 });
     stream.write({ id: 2, method: "/test.Echo/Nope", request: Buffer.from("c") });
@@ -220,15 +226,7 @@ describe("MultiplexChannel and the multiplexed service (real grpc-js servers)", 
   });
 
   it("counts a call's timeout from when it read the call, whatever the caller's wall clock read", async () => {
-    const client = createClient(server.address);
-    const stream = client.makeBidiStreamRequest(
-      MultiplexDefinition.Calls.path,
-      MultiplexDefinition.Calls.requestSerialize,
-      MultiplexDefinition.Calls.responseDeserialize,
-    );
-    const outcomes: rpc.Outcome[] = [];
-    stream.on("data", (o: rpc.Outcome) => outcomes.push(o));
-    stream.on("error", () => undefined); // cancelled when the client closes
+    const { client, stream, outcomes } = rawStream();
     const hourAgo = Date.now() - 3_600_000;
     // A caller whose clock is an hour behind: with its timeout the call runs; without, its stamp alone has passed.
     stream.write({ id: 1, method: Echo.Echo.path, request: Buffer.from("behind"), deadlineUnixMs: hourAgo + 5_000, timeoutMs: 5_000 });
