@@ -7,6 +7,12 @@ import { grpc } from "@infergrid/runtime";
  */
 export const RETRY_AFTER_MS_KEY = "x-infergrid-retry-after-ms";
 export const ORIGIN_KEY = "x-infergrid-origin";
+/**
+ * A backend that refuses a request unrun because it could not finish it within its caller's allowance (a
+ * batching backend's Themis profile; themis in-time.ts) says so with this key: the frontend counts it as a
+ * timeout but does not suspect the backend, which answered.
+ */
+export const NOT_RUN_KEY = "x-infergrid-not-run";
 
 export function unavailableMetadata(origin: string, retryAfterMs: number): grpc.Metadata {
   const md = new grpc.Metadata();

@@ -295,6 +295,21 @@ describe("dispatch machine: worked cases", () => {
     expect(h.st.phase).toBe("done");
   });
 
+  it("a request two backends refused unrun as too long ends deadline-exceeded with what they said, neither suspected", () => {
+    const h = harness();
+    only(feed(h, { kind: "arrived" }), "send");
+    const said = "its 1000 rows take about 5000 ms on this backend (1 core), more than the 998 ms its caller gave it; not run";
+    const again = feed(h, { kind: "failed", timedOut: true, notRun: said });
+    expect(again.filter((a) => a.kind === "suspect")).toEqual([]);
+    only(again, "send");
+    const ended = feed(h, { kind: "failed", timedOut: true, notRun: said });
+    expect(ended.filter((a) => a.kind === "suspect" || a.kind === "send")).toEqual([]);
+    expect(only(ended, "fail")).toMatchObject({
+      status: "deadline-exceeded",
+      message: `not run: 2 backends could not finish it within its attempt allowance (the last: ${said})`,
+    });
+  });
+
   it("a failure past the give-up time ends the request", () => {
     const h = harness({ giveUpAt: 100 });
     feed(h, { kind: "arrived" });

@@ -56,8 +56,10 @@ export type DispatchEvent<H> =
   /**
    * The outstanding Execute failed in a way another backend may not (unreachable, hung, timed out). `timedOut`:
    * the backend was reached but did not answer within the attempt's allowance (its deadline passed there).
+   * `notRun`: the backend said at once why it could not finish the request within the allowance (what it
+   * said); it counts as a timeout, and the backend, which answered, is not suspected.
    */
-  | { readonly kind: "failed"; readonly timedOut?: boolean }
+  | { readonly kind: "failed"; readonly timedOut?: boolean; readonly notRun?: string }
   /** The outstanding Execute ran into the request's own deadline: the request is over, the backend not to blame. */
   | { readonly kind: "expired" }
   /** The outstanding Execute ended with an error no other backend would avoid (the request itself is bad). */
@@ -281,13 +283,15 @@ export function stepDispatch<K, H>(
       return;
     case "failed":
       if (st.phase !== "sending") return;
-      out.push({ kind: "suspect", entry: st.sendingEntry as K });
-      if (ev.timedOut === true && ++st.timeouts >= settings.maxTimedOutAttempts)
+      if (ev.notRun === undefined) out.push({ kind: "suspect", entry: st.sendingEntry as K });
+      if ((ev.timedOut === true || ev.notRun !== undefined) && ++st.timeouts >= settings.maxTimedOutAttempts)
         end(
           st,
           out,
           "deadline-exceeded",
-          `timed out on ${st.timeouts} backends, each past its attempt allowance: not tried on more (a request this slow ties up every backend it goes to)`,
+          ev.notRun === undefined
+            ? `timed out on ${st.timeouts} backends, each past its attempt allowance: not tried on more (a request this slow ties up every backend it goes to)`
+            : `not run: ${st.timeouts} backends could not finish it within its attempt allowance (the last: ${ev.notRun})`,
         );
       else if (view.now >= st.giveUpAt) giveUp(st, out);
       else tryNext(st, view, settings, out, 0);

@@ -1,4 +1,5 @@
 export * from "./horizontal-scaling.js";
+export * from "./in-time.js";
 export * from "./latency-profile.js";
 export * from "./measured-profiles.js";
 export * from "./pipeline-dp.js";

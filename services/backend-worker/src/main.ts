@@ -43,7 +43,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
   });
   const executed = new Counter({
     name: "infergrid_backend_requests_total",
-    help: "Execute calls, by status (LATE_NOT_RUN: read after the caller's deadline, refused unrun)",
+    help: "Execute calls, by status (LATE_NOT_RUN: read after the caller's deadline, refused unrun; TOO_LONG_NOT_RUN: its rows alone take longer than its caller gives it, refused unrun)",
     labelNames: ["status"],
     registers: [metrics],
   });
@@ -80,6 +80,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
       onHoldEnded: (how) => holdsEnded.inc({ how }),
       onBatch: (size) => batchSizes.observe(size),
       onLate: () => executed.inc({ status: "LATE_NOT_RUN" }),
+      onTooLong: () => executed.inc({ status: "TOO_LONG_NOT_RUN" }),
       onCompute: (phase) => {
         if (phase === "start") harvester?.computeStarts();
         else harvester?.computeEnds();

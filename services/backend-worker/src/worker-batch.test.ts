@@ -271,6 +271,59 @@ describe("Worker batching (Themis)", { timeout: 5_000 }, () => {
   });
 });
 
+describe("Worker batching: what cannot end before its caller's deadline", { timeout: 5_000 }, () => {
+  /** An Execute with `rows` rows whose caller gives it `budgetMs` from now (on the worker's clock). */
+  function timed(w: Worker, clock: number, rows: number, budgetMs: number, extra: { holdId?: string } = {}) {
+    const inputs = { x: { dims: [rows, 1], data: Array.from({ length: rows }, () => 1) } };
+    return w.execute({
+      service: SERVICE,
+      requestId: "r",
+      frontendId: "fe-1",
+      inputs,
+      attempt: 1,
+      callDeadline: clock + budgetMs,
+      ...extra,
+    });
+  }
+
+  it("refuses unrun a request whose rows alone outlast its deadline, and busy one that would end late behind a batch", async () => {
+    const clock = Date.now();
+    let tooLong = 0;
+    const { worker, gate, machine } = await warmBatchWorker({ maxBatch: 2, batchTimeoutMs: 0, now: () => clock });
+    (worker as unknown as { events: { onTooLong(): void } }).events.onTooLong = () => {
+      tooLong++;
+    };
+    // 100 rows on one core: l(100, 1) = 2213 ms against 1000 ms: never run, no slot taken.
+    const err = await timed(worker, clock, 100, 1000).catch((e: unknown) => e);
+    expect([(err as GrpcStatusError).code, (err as GrpcStatusError).details]).toEqual([
+      grpc.status.DEADLINE_EXCEEDED,
+      "its 100 rows take about 2213 ms on this backend (1 core), more than the 1000 ms its caller gave it; not run",
+    ]);
+    expect(tooLong).toBe(1);
+    expect(machine.requestsInFlight).toBe(0);
+    expect(gate.calls).toHaveLength(0);
+    // 44 rows in time (l = 981 ms of 1000) runs; a 1-row request behind it (981 + l(1, 1) = 1016 ms) is refused
+    // busy, one with time enough to wait is admitted.
+    const long = timed(worker, clock, 44, 1000);
+    await settle();
+    expect(gate.calls.map((c) => c.ms)).toEqual([l(44, 1)]);
+    expect((await timed(worker, clock, 1, 1000)).status).toBe(S.EXECUTE_STATUS_REFUSED_BUSY);
+    const waits = timed(worker, clock, 1, 2000);
+    await settle();
+    expect(machine.requestsInFlight).toBe(2);
+    gate.calls[0]?.end();
+    expect((await long).status).toBe(S.EXECUTE_STATUS_OK);
+    await vi.waitFor(() => expect(gate.calls).toHaveLength(2), { timeout: 1000, interval: 1 });
+    gate.calls[1]?.end();
+    expect((await waits).status).toBe(S.EXECUTE_STATUS_OK);
+    // Idle again: the same 1-row request with 1000 ms is admitted.
+    const again = timed(worker, clock, 1, 1000);
+    await vi.waitFor(() => expect(gate.calls).toHaveLength(3), { timeout: 1000, interval: 1 });
+    gate.calls[2]?.end();
+    expect((await again).status).toBe(S.EXECUTE_STATUS_OK);
+  });
+});
+
 describe("Worker batching: callers that leave, and drains", { timeout: 5_000 }, () => {
   it("a request whose caller went away leaves its forming batch and gives its slot back", async () => {
     const { worker, gate, machine } = await warmBatchWorker({ maxBatch: 3 });

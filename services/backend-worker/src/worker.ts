@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { inputsProblem, SenderLag, type TensorInput } from "@infergrid/dataplane";
-import { type LatencyProfile, serviceMs } from "@infergrid/kairos";
+import { inputsProblem, NOT_RUN_KEY, SenderLag, type TensorInput } from "@infergrid/dataplane";
+import { batchOf, type LatencyProfile, serviceMs } from "@infergrid/kairos";
 import {
   createModelRuntime,
   type InferResult,
@@ -22,7 +22,7 @@ import {
   BatchFormer,
   type BatchStep,
 } from "@infergrid/swayam";
-import { processingMs } from "@infergrid/themis";
+import { inTime, processingMs } from "@infergrid/themis";
 import { type BatchAnswer, runBatch } from "./batch-run.js";
 import { MAX_BATCH_BOUND } from "./config.js";
 import { fromTensorMap, toTensorMap } from "./tensors.js";
@@ -122,6 +122,8 @@ interface Hold {
 /** An accepted Execute waiting in (or running with) its batch. */
 interface PendingExecute {
   inputs: Record<string, TensorValue>;
+  /** Its rows (its inputs' first dimension): what it adds to its batch's l(b, c). */
+  rows: number;
   resolve(reply: backend.ExecuteReply.$Properties): void;
   reject(err: unknown): void;
 }
@@ -157,6 +159,11 @@ export interface WorkerEvents {
   onBatch?(size: number, computeMs: number): void;
   /** An Execute came after its caller's deadline and was refused unrun. */
   onLate?(): void;
+  /**
+   * A call refused unrun because its rows alone take longer on this backend than its caller allows (Themis
+   * profile; themis in-time.ts).
+   */
+  onTooLong?(): void;
   /** The model starts computing requests ("start") or is done with them ("end"): harvesting stops and resumes on these. */
   onCompute?(phase: "start" | "end"): void;
 }
@@ -193,6 +200,9 @@ export class Worker {
 
   /** The lags of the frontends' clocks, by connection: how their deadlines are read. */
   private readonly senders = new SenderLag();
+  /** Rows admitted and waiting for their batch, and when the running batch is expected to end (Themis profile). */
+  private waitingRows = 0;
+  private runningEndsAt: number | undefined;
 
   constructor(
     readonly id: string,
@@ -337,7 +347,9 @@ export class Worker {
    * not an AbortSignal: the server would build a signal (and an abort's DOMException) for every request.
    */
   async execute(req: ExecuteInput, onGone?: (leave: () => void) => void): Promise<backend.ExecuteReply.$Properties> {
-    const refused = this.refusedBeforeRun(req);
+    const inputs = req.undecodable ? {} : fromTensorMap(req.inputs);
+    const rows = batchOf(Object.values(inputs).map((t) => t.dims));
+    const refused = this.refusedBeforeRun(req, rows);
     if (refused) {
       // A request refused before it runs gives back the slot held for it at once, not when its hold expires
       // (the frontend sends no Release after a failed Execute).
@@ -359,9 +371,9 @@ export class Worker {
         return { status: REFUSAL[acquired.reason] ?? backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
     }
     if (!this.independent) {
-      const inputs = fromTensorMap(req.inputs);
       return new Promise((resolve, reject) => {
-        const item: PendingExecute = { inputs, resolve, reject };
+        const item: PendingExecute = { inputs, rows, resolve, reject };
+        this.waitingRows += rows;
         onGone?.(() => this.withdraw(item));
         this.applyStep(this.former.add(this.now(), item));
       });
@@ -372,7 +384,7 @@ export class Worker {
       this.events.onCompute?.("start");
       let result: InferResult;
       try {
-        result = await runtime.infer(fromTensorMap(req.inputs));
+        result = await runtime.infer(inputs);
       } finally {
         this.events.onCompute?.("end");
       }
@@ -391,7 +403,7 @@ export class Worker {
   }
 
   /** Why a request is not run at all (an error, or a refusal the frontend acts on); undefined when it may run. */
-  private refusedBeforeRun(req: ExecuteInput): GrpcStatusError | backend.ExecuteReply.$Properties | undefined {
+  private refusedBeforeRun(req: ExecuteInput, rows: number): GrpcStatusError | backend.ExecuteReply.$Properties | undefined {
     if (req.undecodable) return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     const now = this.now();
     const stamped = Number(req.deadlineUnixMs ?? 0);
@@ -413,12 +425,49 @@ export class Worker {
     // The broker and the frontend check only the tensors' form on the bytes they forward; the values are
     // checked here, where they are decoded, before the request takes a slot.
     const problem = inputsProblem(req.inputs);
-    return problem ? new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem) : undefined;
+    if (problem) return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, problem);
+    return this.independent ? undefined : this.notInTime(req, rows, now, deadline);
+  }
+
+  /**
+   * A batching backend with a Themis profile answers at once what it cannot finish before the caller's deadline
+   * (themis in-time.ts): a request too long for it anywhere of its size is refused unrun, DEADLINE_EXCEEDED, as a
+   * late one is; one that would end late only for what waits ahead of it is refused busy, unless a slot was held
+   * for it.
+   */
+  private notInTime(
+    req: ExecuteInput,
+    rows: number,
+    now: number,
+    deadline: number,
+  ): GrpcStatusError | backend.ExecuteReply.$Properties | undefined {
+    const profile = themisOf(this.assignment?.model);
+    if (!profile) return undefined;
+    const cores = this.runtime?.cores ?? this.cores;
+    const verdict = inTime({ profile, cores, now, deadline, rows, waitingRows: this.waitingRows, runningEndsAt: this.runningEndsAt });
+    if (verdict.kind === "too-long") {
+      this.events.onTooLong?.();
+      const md = new grpc.Metadata();
+      md.set(NOT_RUN_KEY, "too-long");
+      return new GrpcStatusError(
+        grpc.status.DEADLINE_EXCEEDED,
+        `its ${rows} rows take about ${Math.round(verdict.aloneMs)} ms on this backend (${cores} core${cores === 1 ? "" : "s"}), more than the ${Math.round(deadline - now)} ms its caller gave it; not run`,
+        md,
+      );
+    }
+    if (verdict.kind === "after-deadline" && !req.holdId)
+      return { status: backend.ExecuteStatus.EXECUTE_STATUS_REFUSED_BUSY, report: this.report() };
+    return undefined;
   }
 
   /** Runs a batch the former closed, answers each of its requests once, and starts what forms next. */
   private async runFormed(items: readonly PendingExecute[]): Promise<void> {
     const runtime = this.runtime;
+    let rows = 0;
+    for (const i of items) rows += i.rows;
+    this.waitingRows -= rows;
+    const profile = themisOf(this.assignment?.model);
+    this.runningEndsAt = profile ? this.now() + processingMs(profile, rows, runtime?.cores ?? this.cores) : undefined;
     let answers: BatchAnswer[];
     try {
       if (!runtime) throw new GrpcStatusError(grpc.status.INTERNAL, "warm backend has no model loaded");
@@ -439,6 +488,7 @@ export class Worker {
     const ok = answers.find((a): a is InferResult => !(a instanceof Error));
     if (ok) this.events.onBatch?.(items.length, ok.computeMs);
     for (const _ of items) this.release();
+    this.runningEndsAt = undefined;
     const next = this.former.finished(this.now());
     items.forEach((item, i) => {
       const answer = answers[i] as BatchAnswer;
@@ -458,6 +508,7 @@ export class Worker {
   private withdraw(item: PendingExecute): void {
     const { removed, step } = this.former.withdraw(this.now(), item);
     if (removed) {
+      this.waitingRows -= item.rows;
       this.release();
       item.reject(new GrpcStatusError(grpc.status.CANCELLED, "the caller went away before its batch ran"));
     }

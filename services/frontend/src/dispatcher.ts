@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type Random, SteadyClock } from "@infergrid/core";
-import { unavailableMetadata } from "@infergrid/dataplane";
+import { NOT_RUN_KEY, unavailableMetadata } from "@infergrid/dataplane";
 import { batchOf, requestCost, serviceMs } from "@infergrid/kairos";
 import {
   BackendServiceDefinition,
@@ -357,8 +357,10 @@ class Flight {
           { backend: ref.backendId, code: grpc.status[s.code], details: s.details, requestId: this.request.requestId },
           "backend call failed; retrying elsewhere",
         );
-        // Past the attempt's allowance (here, or the backend read it too late): the machine bounds how often.
-        this.feed({ kind: "failed", timedOut: s.code === grpc.status.DEADLINE_EXCEEDED });
+        // Past the attempt's allowance (here, or the backend read it too late, or it said at once it could not make
+        // it): the machine bounds how often.
+        const notRun = s.code === grpc.status.DEADLINE_EXCEEDED && s.metadata.get(NOT_RUN_KEY).length > 0 ? s.details : undefined;
+        this.feed({ kind: "failed", timedOut: s.code === grpc.status.DEADLINE_EXCEEDED, ...(notRun === undefined ? {} : { notRun }) });
       },
     );
   }
