@@ -1,16 +1,8 @@
 import { control, InferenceServiceDefinition } from "@infergrid/proto";
-import { createClient, type grpc, isServiceError, unaryCall } from "@infergrid/runtime";
-import {
-  eventually,
-  type NatsServerHandle,
-  RegistryWriter,
-  type ServiceProcess,
-  startAll,
-  startNatsServer,
-  startService,
-} from "@infergrid/testkit";
+import { isServiceError, unaryCall } from "@infergrid/runtime";
+import { eventually } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ControlWatch } from "./control-watch.js";
+import { type AssignedCluster, startAssignedCluster } from "./assigned-cluster.js";
 import { LoadDriver } from "./load-driver.js";
 
 /**
@@ -61,25 +53,12 @@ describe.each([
   ],
   ["a profile its backends do not judge by: timed out on two backends", MEASURED_MODEL, /timed out on 2 backends/, 4_000, 2],
 ] as const)("a poison request among steady load, %s (real processes)", (_name, model, ending, endsWithinMs, collateral) => {
-  let nats: NatsServerHandle;
-  let writer: RegistryWriter;
-  let watch: ControlWatch;
-  let processes: ServiceProcess[] = [];
-  let client: grpc.Client;
-  let driver: LoadDriver;
+  let c: AssignedCluster | undefined;
+  let driver: LoadDriver | undefined;
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    const env = { INFERGRID_NATS_URL: nats.url, INFERGRID_HEARTBEAT_MS: "250", INFERGRID_SHUTDOWN_GRACE_MS: "1000" };
-    processes = await startAll([
-      ...Array.from({ length: 4 }, (_, i) =>
-        startService("backend-worker", { name: `b${i}`, env: { ...env, INFERGRID_ID: `b${i}`, INFERGRID_IDLE_TIMEOUT_MS: "600000" } }),
-      ),
-      startService("frontend", { env: { ...env, INFERGRID_ID: "f0" } }),
-      startService("broker", { env }),
-    ]);
-    writer = await RegistryWriter.open(nats.url);
-    watch = await ControlWatch.open(nats.url);
+    c = await startAssignedCluster({ backends: 4, frontendId: "f0" });
+    const { writer, watch } = c;
     // Four backends, all in the list: every backend is in reach of every request.
     await writer.assign(
       {
@@ -89,28 +68,24 @@ describe.each([
         minBackends: 4,
         initialBackends: 4,
       },
-      processes.slice(0, 4),
+      c.backends,
       4,
     );
-    client = createClient(processes[5]?.ready.grpcAddress ?? "");
     await eventually("svc warm on every backend", () => (watch.warmBackends("svc").length === 4 ? true : undefined), 20_000);
-    driver = new LoadDriver(client, () => ({ service: "svc", inputs: { x: { dims: [1, 1], data: [1] } } }), RATE, 5_000).start();
+    driver = new LoadDriver(c.client, () => ({ service: "svc", inputs: { x: { dims: [1, 1], data: [1] } } }), RATE, 5_000).start();
   }, 120_000);
 
   afterAll(async () => {
-    await driver?.stop();
-    client?.close();
-    await watch?.close();
-    await writer?.close();
-    await Promise.all(processes.map((p) => p.stop(3000)));
-    await nats?.stop();
+    await c?.stop(driver);
   }, 30_000);
 
   it("ends DEADLINE_EXCEEDED, and the other requests are served meanwhile", async () => {
+    if (!c || !driver) throw new Error("the cluster did not start");
+    const d = driver;
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     const sentAt = Date.now();
     const poison = await unaryCall(
-      client,
+      c.client,
       InferenceServiceDefinition.Infer,
       { service: "svc", inputs: { x: { dims: [1000, 1], data: new Array(1000).fill(1) } } },
       { deadline: sentAt + 10_000 },
@@ -121,15 +96,15 @@ describe.each([
     const endedAfter = Date.now() - sentAt;
     // Until the two backends it tied up are free again and no longer suspected.
     await new Promise((resolve) => setTimeout(resolve, 8_000));
-    await driver.stop();
-    const others = driver.outcomes.filter((o) => o.sentAt >= sentAt);
+    await d.stop();
+    const others = d.outcomes.filter((o) => o.sentAt >= sentAt);
     const failed = others.filter((o) => !o.ok);
-    const retried = (processes[4]?.logs ?? [])
+    const retried = c.frontend.logs
       .filter((l) => l.msg === "backend call failed; retrying elsewhere")
       .map((l) => `${String(l.backend)} ${String(l.code)} ${String(l.details)} (${String(l.requestId).slice(0, 8)})`);
     console.log(
       `poison request: code ${poison.code} after ${endedAfter} ms (${poison.details}); ` +
-        `${others.length - failed.length}/${others.length} other requests ok since, failures ${JSON.stringify(driver.failureCodes())}; ` +
+        `${others.length - failed.length}/${others.length} other requests ok since, failures ${JSON.stringify(d.failureCodes())}; ` +
         `the frontend's failed calls: ${JSON.stringify(retried)}`,
     );
     expect(poison.code).toBe(4); // DEADLINE_EXCEEDED
