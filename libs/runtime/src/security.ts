@@ -196,15 +196,7 @@ export function applyGrpcTls(tls: GrpcTls | ReloadingTls | undefined): void {
       server: grpc.experimental.createCertificateProviderServerCredentials(tls, tls, true),
       client: grpc.experimental.createCertificateProviderChannelCredentials(tls, tls),
       channelOptions: serverNameOptions(serverName),
-      tls: () => {
-        const now = tls.current;
-        return {
-          ca: now.ca ?? Buffer.alloc(0),
-          ...(now.cert ? { cert: now.cert } : {}),
-          ...(now.key ? { key: now.key } : {}),
-          ...(serverName === undefined ? {} : { serverName }),
-        };
-      },
+      tls: () => tls.current,
     });
     return;
   }

@@ -25,6 +25,9 @@ export interface TlsFiles {
   caFile: string;
 }
 
+/** The material in use: all three read (GrpcTls with none of them missing). */
+type Material = GrpcTls & { cert: Buffer; key: Buffer; ca: Buffer };
+
 type CaListener = (update: grpc.experimental.CaCertificateUpdate | null) => void;
 type IdentityListener = (update: grpc.experimental.IdentityCertificateUpdate | null) => void;
 
@@ -53,7 +56,7 @@ export function tlsMaterialProblem(material: { cert: Buffer; key: Buffer; ca: Bu
 }
 
 export class ReloadingTls implements grpc.experimental.CertificateProvider {
-  private material: GrpcTls & { cert: Buffer; key: Buffer; ca: Buffer };
+  private material: Material;
   private readonly changes = new Set<(tls: GrpcTls) => void>();
   private readonly caListeners = new Set<CaListener>();
   private readonly identityListeners = new Set<IdentityListener>();
@@ -71,7 +74,7 @@ export class ReloadingTls implements grpc.experimental.CertificateProvider {
   }
 
   /** The material new connections take now. */
-  get current(): GrpcTls {
+  get current(): Material {
     return this.material;
   }
 

@@ -100,7 +100,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
       ...(controlToken === undefined ? {} : { controlToken }),
     },
     now,
-    (ms) => clock.fromWall(ms),
+    () => clock.wallOffset(),
   );
   const jobItems = new Counter({
     name: "infergrid_backend_job_items_total",

@@ -212,8 +212,8 @@ export class Worker {
     private readonly events: WorkerEvents,
     private readonly options: WorkerOptions,
     private readonly now: () => number = Date.now,
-    /** A caller's wall-clock time (a deadline) on `now`'s clock (main.ts: SteadyClock.fromWall). */
-    private readonly fromWall: (ms: number) => number = (ms) => ms,
+    /** How far `now`'s clock is ahead of the wall clock, which callers' deadlines are read on (main.ts: SteadyClock.wallOffset). */
+    private readonly wallOffset: () => number = () => 0,
   ) {
     this.slots = new BackendSlots(machine, { isLive: (c) => !c.done, frontendOf: (c) => c.frontendId });
     const maxBatch = options.maxBatch ?? 1;
@@ -407,7 +407,7 @@ export class Worker {
     if (req.undecodable) return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     const now = this.now();
     const stamped = Number(req.deadlineUnixMs ?? 0);
-    const wallOffset = this.fromWall(0);
+    const wallOffset = this.wallOffset();
     const relative =
       req.callDeadline !== undefined && Number.isFinite(req.callDeadline) ? req.callDeadline + wallOffset : Number.POSITIVE_INFINITY;
     const deadline = this.senders.deadline(req.caller ?? req.frontendId ?? "", relative, stamped, now, wallOffset);
