@@ -103,9 +103,13 @@ async function normalPhase(withFlood: boolean) {
 describe("a hostile client beside normal load", () => {
   it("is refused at the broker with the documented codes while the others keep their p99 within 2x", async () => {
     await pause(1_000); // the start-up requests out of the way
-    // Alternated, so that whatever else the machine does weighs on both sides alike.
+    // Alternated, so that whatever else the machine does weighs on both sides alike; four of each, so that each
+    // side's p99 rests on about 1,000 answers (at 500, one slow moment of the machine moved it by half).
     const phases = [];
-    for (const withFlood of [false, true, false, true]) phases.push({ withFlood, ...(await normalPhase(withFlood)) });
+    for (let i = 0; i < 8; i++) {
+      const withFlood = i % 2 === 1;
+      phases.push({ withFlood, ...(await normalPhase(withFlood)) });
+    }
     const quiet = phases.filter((p) => !p.withFlood);
     const flooded = phases.filter((p) => p.withFlood);
 
@@ -144,5 +148,5 @@ describe("a hostile client beside normal load", () => {
     expect(refusedHttp + cutOff, JSON.stringify(oversizedHttp)).toBe(sum(oversizedHttp));
 
     expect(floodedP99).toBeLessThanOrEqual(2 * quietP99);
-  }, 60_000);
+  }, 120_000);
 });
