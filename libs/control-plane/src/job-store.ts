@@ -46,18 +46,39 @@ const NANOS_PER_MS = 1_000_000;
 /** JetStream's "stream name already in use with a different configuration" (not in JetStreamApiCodes). */
 const STREAM_NAME_IN_USE = 10058;
 
-/** Whether the items' stream exists now, after `addErr` refused our create; waits out a concurrent create. */
-async function streamExists(jsm: JetStreamManager, addErr: unknown): Promise<boolean> {
-  for (let attempt = 0; attempt < 5; attempt++) {
+/** JetStream's "subjects overlap with an existing stream" (not in JetStreamApiCodes). */
+const STREAM_SUBJECT_OVERLAP = 10065;
+/** How long open() keeps at a create that races another process's create of the same stream. */
+const STREAM_CREATE_WAIT_MS = 15_000;
+
+/**
+ * Creates the items' stream unless it exists. When many processes start together, another one's create may be
+ * in flight: the server then refuses ours as "name in use" or, while theirs is still being applied, as
+ * "subjects overlap". Theirs is as good as ours, so look again (and create it if theirs failed) until it is
+ * there or the wait runs out; a slow server took longer than a second to apply one.
+ */
+async function ensureItemsStream(jsm: JetStreamManager): Promise<void> {
+  const deadline = Date.now() + STREAM_CREATE_WAIT_MS;
+  for (let attempt = 1; ; attempt++) {
     try {
-      const info = await jsm.streams.info(JOB_ITEMS_STREAM);
-      return info.config.subjects?.includes(allJobItems) === true;
+      await jsm.streams.info(JOB_ITEMS_STREAM);
+      return;
     } catch (err) {
-      if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw addErr;
+      if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
     }
-    await new Promise((resolve) => setTimeout(resolve, 50 * (attempt + 1)));
+    try {
+      await jsm.streams.add({
+        name: JOB_ITEMS_STREAM,
+        subjects: [allJobItems],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+      });
+      return;
+    } catch (addErr) {
+      if (!isApiError(addErr, STREAM_NAME_IN_USE, STREAM_SUBJECT_OVERLAP) || Date.now() >= deadline) throw addErr;
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(50 * attempt, 500)));
   }
-  return false;
 }
 
 export interface JobStoreOptions {
@@ -140,23 +161,7 @@ export class JobStore {
     const kvm = new Kvm(nc);
     const jobs = await kvm.create(JOBS_BUCKET, { history: 5 });
     const results = await kvm.create(JOB_RESULTS_BUCKET, { history: 1 });
-    try {
-      await jsm.streams.info(JOB_ITEMS_STREAM);
-    } catch (err) {
-      if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
-      try {
-        await jsm.streams.add({
-          name: JOB_ITEMS_STREAM,
-          subjects: [allJobItems],
-          retention: RetentionPolicy.Workqueue,
-          storage: StorageType.File,
-        });
-      } catch (addErr) {
-        // Another process created it between our look and our add: theirs is as good as ours. The server says so
-        // as "name in use" or, while that create is still being applied, "subjects overlap": look again.
-        if (!isApiError(addErr, STREAM_NAME_IN_USE) && !(await streamExists(jsm, addErr))) throw addErr;
-      }
-    }
+    await ensureItemsStream(jsm);
     return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }));
   }
 
