@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // testkit depends on this package; its NATS launcher depends on nothing, so it is imported by path.
 import { type NatsServerHandle, startNatsServer } from "../../testkit/src/nats-server.js";
 import { type ClaimedItem, decodeItem, encodeItem, JobStore } from "./job-store.js";
-import { JOB_ITEMS_STREAM, jobItemsSubject } from "./subjects.js";
+import { ServiceRegistry } from "./service-registry.js";
+import { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET, jobItemsSubject, REGISTRY_BUCKET } from "./subjects.js";
 
 const logger = createLogger("test", "job-store-int", "warn");
 const spec = (name: string, items: number): control.IBestEffortJobSpec => ({
@@ -207,27 +208,32 @@ describe("JobStore (real nats-server)", () => {
   });
 });
 
-describe("JobStore.open, many at once on a fresh server (real nats-server)", () => {
-  it("every opener succeeds when they race to create the items' stream (12 backends starting together failed one)", async () => {
+describe("opened by many at once on a fresh server (real nats-server)", () => {
+  // Every process of a fresh cluster opens the registry and the job store as it starts: each finds no stream
+  // and creates one, and the server refuses the late ones while the first is being applied.
+  it("every opener of the job store and the registry succeeds when they race to create their streams (12 backends starting together failed one)", async () => {
     const nats = await startNatsServer();
     const conns: NatsConnection[] = [];
     try {
       for (let round = 0; round < 10; round++) {
-        // Each round starts without the stream, as a fresh cluster does.
+        // Each round starts without the streams, as a fresh cluster does.
         const fresh = await connectNats({ servers: nats.url, name: `opener-${round}` }, logger);
         conns.push(fresh);
         const openers = await Promise.all(
           Array.from({ length: 24 }, (_, i) => connectNats({ servers: nats.url, name: `opener-${round}-${i}` }, logger)),
         );
         conns.push(...openers);
-        const outcomes = await Promise.allSettled(openers.map((c) => JobStore.open(c, logger)));
+        const outcomes = await Promise.allSettled(
+          openers.map((c, i) => (i % 3 === 0 ? ServiceRegistry.open(c, logger) : JobStore.open(c, logger))),
+        );
         expect(outcomes.filter((o) => o.status === "rejected").map((o) => String((o as PromiseRejectedResult).reason))).toEqual([]);
         const jsm = await jetstreamManager(fresh);
-        await jsm.streams.delete(JOB_ITEMS_STREAM);
+        const streams = [JOB_ITEMS_STREAM, `KV_${JOBS_BUCKET}`, `KV_${JOB_RESULTS_BUCKET}`, `KV_${REGISTRY_BUCKET}`];
+        for (const name of streams) expect(await jsm.streams.delete(name)).toBe(true);
       }
     } finally {
       for (const c of conns) await c.close();
       await nats.stop();
     }
-  }, 60_000);
+  }, 90_000);
 });

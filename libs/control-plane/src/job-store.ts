@@ -17,6 +17,7 @@ import {
 } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { Logger } from "pino";
+import { createConcurrently } from "./concurrent-create.js";
 import {
   allJobItems,
   JOB_ITEMS_STREAM,
@@ -43,42 +44,22 @@ const PUBLISH_WINDOW = 256;
 /** Results read at once by results(). */
 const READ_WINDOW = 64;
 const NANOS_PER_MS = 1_000_000;
-/** JetStream's "stream name already in use with a different configuration" (not in JetStreamApiCodes). */
-const STREAM_NAME_IN_USE = 10058;
-
-/** JetStream's "subjects overlap with an existing stream" (not in JetStreamApiCodes). */
-const STREAM_SUBJECT_OVERLAP = 10065;
-/** How long open() keeps at a create that races another process's create of the same stream. */
-const STREAM_CREATE_WAIT_MS = 15_000;
-
-/**
- * Creates the items' stream unless it exists. When many processes start together, another one's create may be
- * in flight: the server then refuses ours as "name in use" or, while theirs is still being applied, as
- * "subjects overlap". Theirs is as good as ours, so look again (and create it if theirs failed) until it is
- * there or the wait runs out; a slow server took longer than a second to apply one.
- */
+/** Creates the items' stream unless it exists (once, whoever of many starting processes gets there first). */
 async function ensureItemsStream(jsm: JetStreamManager): Promise<void> {
-  const deadline = Date.now() + STREAM_CREATE_WAIT_MS;
-  for (let attempt = 1; ; attempt++) {
+  await createConcurrently(async () => {
     try {
       await jsm.streams.info(JOB_ITEMS_STREAM);
       return;
     } catch (err) {
       if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
     }
-    try {
-      await jsm.streams.add({
-        name: JOB_ITEMS_STREAM,
-        subjects: [allJobItems],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
-      });
-      return;
-    } catch (addErr) {
-      if (!isApiError(addErr, STREAM_NAME_IN_USE, STREAM_SUBJECT_OVERLAP) || Date.now() >= deadline) throw addErr;
-    }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(50 * attempt, 500)));
-  }
+    await jsm.streams.add({
+      name: JOB_ITEMS_STREAM,
+      subjects: [allJobItems],
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+    });
+  });
 }
 
 export interface JobStoreOptions {
@@ -159,8 +140,8 @@ export class JobStore {
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc);
     const kvm = new Kvm(nc);
-    const jobs = await kvm.create(JOBS_BUCKET, { history: 5 });
-    const results = await kvm.create(JOB_RESULTS_BUCKET, { history: 1 });
+    const jobs = await createConcurrently(() => kvm.create(JOBS_BUCKET, { history: 5 }));
+    const results = await createConcurrently(() => kvm.create(JOB_RESULTS_BUCKET, { history: 1 }));
     await ensureItemsStream(jsm);
     return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }));
   }

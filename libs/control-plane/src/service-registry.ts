@@ -2,6 +2,7 @@ import { control, decodeMessage, encodeMessage } from "@infergrid/proto";
 import type { NatsConnection } from "@infergrid/runtime";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { Logger } from "pino";
+import { createConcurrently } from "./concurrent-create.js";
 import { assignmentKey, REGISTRY_BUCKET, serviceKey } from "./subjects.js";
 
 /**
@@ -18,7 +19,7 @@ export class ServiceRegistry {
 
   static async open(nc: NatsConnection, logger: Logger): Promise<ServiceRegistry> {
     const kvm = new Kvm(nc);
-    const kv = await kvm.create(REGISTRY_BUCKET, { history: 5 });
+    const kv = await createConcurrently(() => kvm.create(REGISTRY_BUCKET, { history: 5 }));
     return new ServiceRegistry(kv, logger.child({ component: "registry" }));
   }
 
