@@ -139,8 +139,13 @@ describe("client auth at the broker", () => {
     // The per-service route too.
     const routed = await fetch(`${cluster.httpUrl}/v1/services/svc/infer`, { method: "POST", body: "{}" });
     expect(routed.status).toBe(401);
+    // The Open Inference Protocol's route too, in its own error body.
+    const open = await fetch(`${cluster.httpUrl}/v2/models/svc/infer`, { method: "POST", body: "{}" });
+    expect(open.status).toBe(401);
+    expect(open.headers.get("www-authenticate")).toBe('Bearer realm="infergrid"');
+    expect(await open.json()).toEqual({ error: "this broker needs a client token: authorization: Bearer <token>" });
 
-    const refused = 5 + 5;
+    const refused = 5 + 6;
     expect((await counter(cluster.broker, "infergrid_broker_unauthenticated_total")) - refusedBefore).toBe(refused);
     expect(await reachedPastBroker()).toEqual(before);
 

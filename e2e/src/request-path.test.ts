@@ -114,6 +114,62 @@ describe("the request path broker -> frontend -> backend", () => {
   });
 });
 
+describe("the Open Inference Protocol (KServe v2) at the broker", () => {
+  it("answers a v2 inference request on the emulated and the real ONNX model, as the v1 route does", async () => {
+    const echo = await postJson("/v2/models/echo/infer", {
+      id: "v2-1",
+      inputs: [{ name: "x", shape: [1, 2], datatype: "FP32", data: [[1, 2]] }],
+    });
+    expect(echo.status).toBe(200);
+    expect(echo.body.model_name).toBe("echo");
+    expect(echo.body.id).toBe("v2-1");
+    expect((echo.body.parameters as { backend_id: string }).backend_id).toMatch(/^backend-\d$/);
+    expect(echo.body.outputs).toEqual([{ name: "y", shape: [1], datatype: "FP32", data: [expect.any(Number)] }]);
+
+    const { x } = ocrClsInput("upright");
+    const v2 = await postJson("/v2/models/ocr-cls/infer", { inputs: [{ name: "x", shape: x?.dims, datatype: "FP32", data: x?.data }] });
+    expect(v2.status).toBe(200);
+    const v1 = await infer(cluster, { service: "ocr-cls", inputs: ocrClsInput("upright") });
+    const [v1Output] = Object.entries(v1.outputs ?? {});
+    const [v2Output] = v2.body.outputs as { name: string; shape: number[]; datatype: string; data: number[] }[];
+    expect(v2Output?.name).toBe(v1Output?.[0]);
+    expect(v2Output?.shape).toEqual([1, 2]);
+    expect(v2Output?.datatype).toBe("FP32");
+    expect(v2Output?.data[0]).toBeCloseTo(v1Output?.[1].data?.[0] ?? -1, 6);
+  });
+
+  it("health and server metadata; its errors in the protocol's body, with this system's statuses", async () => {
+    const get = async (path: string) => {
+      const res = await fetch(`${cluster.httpUrl}${path}`);
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    expect(await get("/v2/health/live")).toEqual({ status: 200, body: { live: true } });
+    expect(await get("/v2/health/ready")).toEqual({ status: 200, body: { ready: true } });
+    expect(await get("/v2")).toEqual({
+      status: 200,
+      body: { name: "infergrid", version: expect.stringMatching(/^\d+\.\d+\.\d+/), extensions: [] },
+    });
+
+    const int64 = await postJson("/v2/models/echo/infer", { inputs: [{ name: "ids", shape: [1], datatype: "INT64", data: [5] }] });
+    expect(int64).toMatchObject({
+      status: 400,
+      body: { error: 'input "ids": datatype INT64 is not supported; InferGrid carries FP32 tensors only' },
+    });
+    const unknown = await postJson("/v2/models/no-such-service/infer", { inputs: [] });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toContain("no-such-service");
+    expect((await postJson("/v2/models/echo/infer", "{not json")).body.error).toEqual(expect.any(String));
+    const versioned = await postJson("/v2/models/echo/versions/3/infer", { inputs: [] });
+    expect(versioned.status).toBe(404);
+    expect(versioned.body.error).toContain("/v2/models/echo/infer");
+    const missingOutput = await postJson("/v2/models/echo/infer", { inputs: [], outputs: [{ name: "z" }] });
+    expect(missingOutput).toMatchObject({ status: 400, body: { error: 'the model produced no output "z" (it produced "y")' } });
+    const deadline = await postJson("/v2/models/slow/infer", { inputs: [] }, { "x-request-timeout-ms": "200" });
+    expect(deadline.status).toBe(504);
+    expect(deadline.body.error).toEqual(expect.any(String));
+  });
+});
+
 describe("bad input gets a clear status", () => {
   it("unknown service -> NOT_FOUND / 404", async () => {
     const s = await grpcStatus(infer(cluster, { service: "no-such-service" }));

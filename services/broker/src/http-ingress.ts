@@ -4,6 +4,7 @@ import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergri
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Ingress, UnauthenticatedError } from "./ingress.js";
+import { fromOpenInference, toOpenInference } from "./open-inference.js";
 
 const SNAKE_TO_CAMEL: Record<string, string> = { request_id: "requestId", deadline_unix_ms: "deadlineUnixMs" };
 
@@ -24,21 +25,31 @@ function parseInferBody(body: unknown, service?: string): RoutedInferRequest {
   return decodeRoutedInfer(inference.InferRequest.encode(inference.InferRequest.fromObject(obj)).finish());
 }
 
-function sendError(reply: FastifyReply, err: unknown): FastifyReply {
+/** Which error body a route answers with: this system's envelope, or the Open Inference Protocol's `{"error": "..."}`. */
+type ErrorStyle = "infergrid" | "open-inference";
+
+function sendError(reply: FastifyReply, err: unknown, style: ErrorStyle = "infergrid"): FastifyReply {
   const s = statusOf(err);
   const retry = retryAfterMs(s.metadata);
   if (retry !== undefined) reply.header("retry-after", String(Math.max(1, Math.ceil(retry / 1000))));
   if (err instanceof UnauthenticatedError) reply.header("www-authenticate", err.challenge);
-  return reply.code(httpStatusForGrpc(s.code)).send({
+  reply.code(httpStatusForGrpc(s.code));
+  if (style === "open-inference") return reply.send({ error: s.details });
+  return reply.send({
     error: { code: grpc.status[s.code], message: s.details, ...(retry === undefined ? {} : { retryAfterMs: retry }) },
   });
 }
+
+/** The Open Inference Protocol's routes answer errors in its own body. */
+const styleOf = (url: string): ErrorStyle => (url.startsWith("/v2/") || url === "/v2" ? "open-inference" : "infergrid");
 
 export interface HttpIngressOptions {
   maxRequestBytes: number;
   /** Headers and body must have arrived within this (slow clients hold sockets and memory). */
   receiveTimeoutMs: number;
   requestTimeoutHeader?: string;
+  /** The version `GET /v2` reports (the broker's package version). */
+  serverVersion: string;
 }
 
 /**
@@ -54,9 +65,12 @@ function clientErrorAnswer(code: string | undefined): { http: number; grpc: grpc
   return { http: 400, grpc: grpc.status.INVALID_ARGUMENT, message: `malformed HTTP request (${code ?? "unknown"})` };
 }
 
-/** HTTP/JSON front door: POST /v1/infer and POST /v1/services/:service/infer. */
+/**
+ * HTTP/JSON front door: POST /v1/infer and POST /v1/services/:service/infer, and the Open Inference Protocol's
+ * POST /v2/models/:model/infer with its health and server-metadata routes (open-inference.ts).
+ */
 export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, logger: Logger): FastifyInstance {
-  const { maxRequestBytes, requestTimeoutHeader = "x-request-timeout-ms" } = options;
+  const { maxRequestBytes, requestTimeoutHeader = "x-request-timeout-ms", serverVersion } = options;
   const app = Fastify({
     bodyLimit: maxRequestBytes,
     logger: false,
@@ -89,7 +103,31 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
       clients.set(req, ingress.admit("http", { authorization: req.headers.authorization, peer: req.ip }));
     } catch (err) {
       // Answered here, so the body of a request that did not authenticate is never parsed.
-      return sendError(reply, err);
+      return sendError(reply, err, styleOf(req.url));
+    }
+  };
+
+  /** Runs one request down the path; `answer` turns the frontend's encoded answer into the route's body. */
+  const run = async (
+    request: RoutedInferRequest,
+    headers: Record<string, unknown>,
+    client: string,
+    reply: FastifyReply,
+    style: ErrorStyle,
+    answer: (response: Uint8Array) => unknown,
+  ) => {
+    const timeout = Number(headers[requestTimeoutHeader]);
+    const grpcDeadline = Number.isFinite(timeout) && timeout > 0 ? Date.now() + timeout : undefined;
+    // The client hung up before its answer: the request is cancelled down the path, as a gRPC cancel is.
+    const gone = new AbortController();
+    reply.raw.once("close", () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    });
+    try {
+      const response = await ingress.handle("http", request, grpcDeadline, client, gone.signal);
+      return reply.code(200).send(answer(response));
+    } catch (err) {
+      return sendError(reply, err, style);
     }
   };
 
@@ -107,24 +145,21 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
       ingress.countRejected("http", grpc.status.INVALID_ARGUMENT);
       return sendError(reply, err);
     }
-    const timeout = Number(headers[requestTimeoutHeader]);
-    const grpcDeadline = Number.isFinite(timeout) && timeout > 0 ? Date.now() + timeout : undefined;
-    // The client hung up before its answer: the request is cancelled down the path, as a gRPC cancel is.
-    const gone = new AbortController();
-    reply.raw.once("close", () => {
-      if (!reply.raw.writableFinished) gone.abort();
-    });
+    return run(request, headers, client, reply, "infergrid", (response) =>
+      inference.InferResponse.toObject(inference.InferResponse.decode(response), { longs: Number, defaults: true }),
+    );
+  };
+
+  const inferOpen = async (body: unknown, model: string, headers: Record<string, unknown>, client: string, reply: FastifyReply) => {
+    let parsed: ReturnType<typeof fromOpenInference>;
     try {
-      const response = await ingress.handle("http", request, grpcDeadline, client, gone.signal);
-      return reply.code(200).send(
-        inference.InferResponse.toObject(inference.InferResponse.decode(response), {
-          longs: Number,
-          defaults: true,
-        }),
-      );
+      parsed = fromOpenInference(body, model);
     } catch (err) {
-      return sendError(reply, err);
+      ingress.countRejected("http", grpc.status.INVALID_ARGUMENT);
+      return sendError(reply, err, "open-inference");
     }
+    const request = decodeRoutedInfer(inference.InferRequest.encode(parsed.request).finish());
+    return run(request, headers, client, reply, "open-inference", (response) => toOpenInference(response, model, parsed.outputs));
   };
 
   const clientOf = (req: FastifyRequest) => clients.get(req) ?? req.ip;
@@ -134,21 +169,47 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
   );
   app.get("/healthz", (_req, reply) => reply.code(200).send({ status: "ok" }));
 
-  app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, _req, reply) => {
+  // The Open Inference Protocol (KServe v2): inference, health and server metadata.
+  app.post<{ Params: { model: string } }>("/v2/models/:model/infer", { onRequest: authenticate }, (req, reply) =>
+    inferOpen(req.body, req.params.model, req.headers, clientOf(req), reply),
+  );
+  app.post<{ Params: { model: string; version: string } }>("/v2/models/:model/versions/:version/infer", (req, reply) =>
+    sendError(
+      reply,
+      new GrpcStatusError(
+        grpc.status.NOT_FOUND,
+        `InferGrid's services have no versions: call /v2/models/${req.params.model}/infer (version ${JSON.stringify(req.params.version)} asked)`,
+      ),
+      "open-inference",
+    ),
+  );
+  app.get("/v2", (_req, reply) => reply.code(200).send({ name: "infergrid", version: serverVersion, extensions: [] }));
+  app.get("/v2/health/live", (_req, reply) => reply.code(200).send({ live: true }));
+  // Ready while a frontend is there to take requests.
+  app.get("/v2/health/ready", (_req, reply) => {
+    const ready = ingress.ready();
+    return reply.code(ready ? 200 : 503).send({ ready });
+  });
+
+  app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     // Errors fastify raises before a handler runs: body too large, bad JSON, wrong content type.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
       ingress.countRejected("http", grpc.status.RESOURCE_EXHAUSTED);
-      return reply
-        .code(413)
-        .send({ error: { code: "RESOURCE_EXHAUSTED", message: `request body over the limit of ${maxRequestBytes} bytes` } });
+      const message = `request body over the limit of ${maxRequestBytes} bytes`;
+      reply.code(413);
+      return reply.send(styleOf(req.url) === "open-inference" ? { error: message } : { error: { code: "RESOURCE_EXHAUSTED", message } });
     }
     const status = err.statusCode ?? 500;
     if (status >= 500) logger.error({ err }, "http ingress failed");
     ingress.countRejected("http", status < 500 ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL);
-    return reply.code(status).send({ error: { code: status < 500 ? "INVALID_ARGUMENT" : "INTERNAL", message: err.message } });
+    reply.code(status);
+    if (styleOf(req.url) === "open-inference") return reply.send({ error: err.message });
+    return reply.send({ error: { code: status < 500 ? "INVALID_ARGUMENT" : "INTERNAL", message: err.message } });
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(404).send({ error: { code: "NOT_FOUND", message: `no route ${req.method} ${req.url}` } }),
-  );
+  app.setNotFoundHandler((req, reply) => {
+    const message = `no route ${req.method} ${req.url}`;
+    reply.code(404);
+    return reply.send(styleOf(req.url) === "open-inference" ? { error: message } : { error: { code: "NOT_FOUND", message } });
+  });
   return app;
 }

@@ -103,6 +103,11 @@ export class Ingress {
     throw new UnauthenticatedError(decision.message, challenge);
   }
 
+  /** Whether a frontend is there to take requests (the Open Inference Protocol's server readiness). */
+  ready(): boolean {
+    return this.forwarder.liveFrontends(this.forwarder.clock.now()).length > 0;
+  }
+
   /** Counts a request refused before it reached `handle` (too large, unparsable). */
   countRejected(protocol: Protocol, code: grpc.status): void {
     this.requests.inc({ protocol, code: grpc.status[code] });

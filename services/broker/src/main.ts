@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { HeardClock, heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
 import { SteadyClock } from "@infergrid/core";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
@@ -98,7 +99,7 @@ await runService("broker", brokerConfig, async (ctx) => {
 
   const http = buildHttpIngress(
     ingress,
-    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs },
+    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs, serverVersion: packageVersion() },
     logger,
   );
   await http.listen({ host: config.host, port: config.httpPort });
@@ -148,3 +149,14 @@ await runService("broker", brokerConfig, async (ctx) => {
     ],
   };
 });
+
+/** The broker's package version, which the Open Inference Protocol's server metadata reports. */
+function packageVersion(): string {
+  try {
+    const pkg: unknown = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
+    const version = typeof pkg === "object" && pkg !== null ? (pkg as { version?: unknown }).version : undefined;
+    return typeof version === "string" ? version : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
