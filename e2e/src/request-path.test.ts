@@ -1,6 +1,6 @@
 import { createConnection, type Socket } from "node:net";
 import { subjects } from "@infergrid/control-plane";
-import { InferenceServiceDefinition, type inference } from "@infergrid/proto";
+import { InferenceServiceDefinition, type inference, OpenInferenceDefinition } from "@infergrid/proto";
 import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
 import type { ServiceProcess } from "@infergrid/testkit";
 import { connect } from "@nats-io/transport-node";
@@ -161,12 +161,90 @@ describe("the Open Inference Protocol (KServe v2) at the broker", () => {
     expect((await postJson("/v2/models/echo/infer", "{not json")).body.error).toEqual(expect.any(String));
     const versioned = await postJson("/v2/models/echo/versions/3/infer", { inputs: [] });
     expect(versioned.status).toBe(404);
-    expect(versioned.body.error).toContain("/v2/models/echo/infer");
+    expect(versioned.body.error).toContain("services have no versions");
     const missingOutput = await postJson("/v2/models/echo/infer", { inputs: [], outputs: [{ name: "z" }] });
     expect(missingOutput).toMatchObject({ status: 400, body: { error: 'the model produced no output "z" (it produced "y")' } });
     const deadline = await postJson("/v2/models/slow/infer", { inputs: [] }, { "x-request-timeout-ms": "200" });
     expect(deadline.status).toBe(504);
     expect(deadline.body.error).toEqual(expect.any(String));
+  });
+});
+
+describe("the Open Inference Protocol (KServe v2) over gRPC at the broker", () => {
+  const call = <Req, Res>(method: grpc.MethodDefinition<Req, Res>, request: Req) =>
+    unaryCall(cluster.brokerClient, method, request, { deadline: Date.now() + 10_000 });
+  const le = (values: ArrayLike<number>) => Buffer.from(Float32Array.from(values).buffer);
+
+  it("ModelInfer on the emulated model (fp32_contents) and on the real ONNX model (raw bytes, answered raw), as Infer answers", async () => {
+    const echo = await call(OpenInferenceDefinition.ModelInfer, {
+      modelName: "echo",
+      id: "g-1",
+      inputs: [{ name: "x", datatype: "FP32", shape: [1, 2], contents: { fp32Contents: [1, 2] } }],
+    });
+    expect(echo.modelName).toBe("echo");
+    expect(echo.id).toBe("g-1");
+    expect(echo.outputs?.[0]).toMatchObject({ name: "y", datatype: "FP32", shape: [1] });
+    expect(echo.outputs?.[0]?.contents?.fp32Contents).toHaveLength(1);
+    expect(echo.parameters?.backend_id?.stringParam).toMatch(/^backend-\d$/);
+
+    const { x } = ocrClsInput("upright");
+    const ocr = await call(OpenInferenceDefinition.ModelInfer, {
+      modelName: "ocr-cls",
+      inputs: [{ name: "x", datatype: "FP32", shape: x?.dims }],
+      rawInputContents: [le(x?.data ?? [])],
+    });
+    const v1 = await infer(cluster, { service: "ocr-cls", inputs: ocrClsInput("upright") });
+    const [v1Output] = Object.entries(v1.outputs ?? {});
+    expect(ocr.outputs?.[0]?.name).toBe(v1Output?.[0]);
+    expect(ocr.outputs?.[0]?.shape).toEqual([1, 2]);
+    const raw = ocr.rawOutputContents?.[0] as Uint8Array;
+    const probs = new Float32Array(new Uint8Array(raw).buffer);
+    expect(probs[0]).toBeCloseTo(v1Output?.[1].data?.[0] ?? -1, 6);
+  });
+
+  it("the server's liveness, readiness and metadata; refusals with this system's statuses and messages", async () => {
+    expect(await call(OpenInferenceDefinition.ServerLive, {})).toMatchObject({ live: true });
+    expect(await call(OpenInferenceDefinition.ServerReady, {})).toMatchObject({ ready: true });
+    expect(await call(OpenInferenceDefinition.ServerMetadata, {})).toMatchObject({
+      name: "infergrid",
+      version: expect.stringMatching(/^\d+\.\d+\.\d+/),
+    });
+
+    const int64 = await grpcStatus(
+      call(OpenInferenceDefinition.ModelInfer, {
+        modelName: "echo",
+        inputs: [{ name: "ids", datatype: "INT64", shape: [1], contents: { int64Contents: [5] } }],
+      }),
+    );
+    expect(int64).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'input "ids": datatype INT64 is not supported; InferGrid carries FP32 tensors only',
+    });
+    const unknown = await grpcStatus(call(OpenInferenceDefinition.ModelInfer, { modelName: "no-such-service" }));
+    expect(unknown.code).toBe(grpc.status.NOT_FOUND);
+    expect(unknown.details).toContain("no-such-service");
+    const versioned = await grpcStatus(call(OpenInferenceDefinition.ModelInfer, { modelName: "echo", modelVersion: "2" }));
+    expect(versioned.code).toBe(grpc.status.NOT_FOUND);
+    const shortRaw = await grpcStatus(
+      call(OpenInferenceDefinition.ModelInfer, {
+        modelName: "echo",
+        inputs: [{ name: "x", datatype: "FP32", shape: [2] }],
+        rawInputContents: [le([1])],
+      }),
+    );
+    expect(shortRaw).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      details: 'input "x": raw_input_contents holds 4 bytes, shape [2] of FP32 needs 8',
+    });
+    // Bytes that are not a ModelInferRequest at all.
+    const garbled = { ...OpenInferenceDefinition.ModelInfer, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b };
+    const notMessage = await grpcStatus(
+      unaryCall(cluster.brokerClient, garbled, Buffer.from([0x0a, 0xff, 0xff, 0xff]), { deadline: Date.now() + 5000 }),
+    );
+    expect(notMessage.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(notMessage.details).toMatch(/^not a ModelInferRequest/);
+    const ready = await grpcStatus(call(OpenInferenceDefinition.ModelReady, { name: "echo" }));
+    expect(ready.code).toBe(grpc.status.UNIMPLEMENTED);
   });
 });
 

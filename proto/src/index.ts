@@ -5,7 +5,7 @@
  */
 import "./numbers-not-longs.js";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
-import { infergrid } from "./gen/messages.js";
+import { infergrid, inference as openInferenceProtocol } from "./gen/messages.js";
 import { executeRequestDeserialize } from "./routed.js";
 
 export import inference = infergrid.inference.v1;
@@ -14,6 +14,8 @@ export import control = infergrid.control.v1;
 export import admin = infergrid.admin.v1;
 export import consoleView = infergrid.console.v1;
 export import rpc = infergrid.rpc.v1;
+/** The Open Inference Protocol's messages (KServe v2; package `inference` on the wire). */
+export import openInference = openInferenceProtocol;
 
 /** The static half of a generated message class: all that encoding and decoding need. */
 export interface MessageType<T, P = unknown> {
@@ -77,6 +79,17 @@ export const BackendServiceDefinition = {
 export const BackendServingDefinition = {
   ...BackendServiceDefinition,
   Execute: { ...BackendServiceDefinition.Execute, requestDeserialize: executeRequestDeserialize },
+} satisfies ServiceDefinition;
+
+const oipPath = "inference.GRPCInferenceService";
+/** The Open Inference Protocol's gRPC service (KServe v2), which the broker serves beside InferenceService. */
+export const OpenInferenceDefinition = {
+  ServerLive: unary(oipPath, "ServerLive", openInference.ServerLiveRequest, openInference.ServerLiveResponse),
+  ServerReady: unary(oipPath, "ServerReady", openInference.ServerReadyRequest, openInference.ServerReadyResponse),
+  ModelReady: unary(oipPath, "ModelReady", openInference.ModelReadyRequest, openInference.ModelReadyResponse),
+  ServerMetadata: unary(oipPath, "ServerMetadata", openInference.ServerMetadataRequest, openInference.ServerMetadataResponse),
+  ModelMetadata: unary(oipPath, "ModelMetadata", openInference.ModelMetadataRequest, openInference.ModelMetadataResponse),
+  ModelInfer: unary(oipPath, "ModelInfer", openInference.ModelInferRequest, openInference.ModelInferResponse),
 } satisfies ServiceDefinition;
 
 const adminPath = "infergrid.admin.v1.AllocatorAdmin";

@@ -4,7 +4,7 @@ import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergri
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Ingress, UnauthenticatedError } from "./ingress.js";
-import { fromOpenInference, toOpenInference } from "./open-inference.js";
+import { fromOpenInference, toOpenInference, versionProblem } from "./open-inference.js";
 
 const SNAKE_TO_CAMEL: Record<string, string> = { request_id: "requestId", deadline_unix_ms: "deadlineUnixMs" };
 
@@ -174,14 +174,7 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     inferOpen(req.body, req.params.model, req.headers, clientOf(req), reply),
   );
   app.post<{ Params: { model: string; version: string } }>("/v2/models/:model/versions/:version/infer", (req, reply) =>
-    sendError(
-      reply,
-      new GrpcStatusError(
-        grpc.status.NOT_FOUND,
-        `InferGrid's services have no versions: call /v2/models/${req.params.model}/infer (version ${JSON.stringify(req.params.version)} asked)`,
-      ),
-      "open-inference",
-    ),
+    sendError(reply, versionProblem(req.params.model, req.params.version), "open-inference"),
   );
   app.get("/v2", (_req, reply) => reply.code(200).send({ name: "infergrid", version: serverVersion, extensions: [] }));
   app.get("/v2/health/live", (_req, reply) => reply.code(200).send({ live: true }));

@@ -21,6 +21,7 @@ import { Forwarder, watchFrontends } from "./forwarder.js";
 import { FrontendRotation } from "./frontend-rotation.js";
 import { buildHttpIngress } from "./http-ingress.js";
 import { Ingress, type IngressAuth } from "./ingress.js";
+import { OpenInferenceServingDefinition, openInferenceHandlers } from "./open-inference-grpc.js";
 
 /** Client auth from the tokens file (already checked by the config), read again on SIGHUP: rotation without a restart. */
 function clientAuth(file: string, parent: Logger): IngressAuth {
@@ -97,9 +98,10 @@ await runService("broker", brokerConfig, async (ctx) => {
     clients.retain(members.all().map((m) => m.address));
   }, 1000);
 
+  const version = packageVersion();
   const http = buildHttpIngress(
     ingress,
-    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs, serverVersion: packageVersion() },
+    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs, serverVersion: version },
     logger,
   );
   await http.listen({ host: config.host, port: config.httpPort });
@@ -125,6 +127,7 @@ await runService("broker", brokerConfig, async (ctx) => {
         ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call), callSignal(call)),
       );
       server.addService(RoutedInferenceDefinition, { Infer: infer });
+      server.addService(OpenInferenceServingDefinition, openInferenceHandlers(ingress, admit, version, logger));
       serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, {
         // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
         pooled: true,

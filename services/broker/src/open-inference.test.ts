@@ -1,7 +1,7 @@
-import { inference } from "@infergrid/proto";
+import { inference, openInference } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
-import { fromOpenInference, toOpenInference } from "./open-inference.js";
+import { fromModelInfer, fromOpenInference, toModelInfer, toOpenInference } from "./open-inference.js";
 
 function refusal(body: unknown): string {
   try {
@@ -85,6 +85,78 @@ describe("fromOpenInference", () => {
   });
 });
 
+function grpcRefusal(props: openInference.IModelInferRequest): { code: grpc.status; message: string } {
+  try {
+    fromModelInfer(openInference.ModelInferRequest.decode(openInference.ModelInferRequest.encode(props).finish()));
+  } catch (err) {
+    expect(err).toBeInstanceOf(GrpcStatusError);
+    return { code: (err as GrpcStatusError).code, message: (err as GrpcStatusError).message };
+  }
+  throw new Error("expected a refusal");
+}
+
+const le = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
+
+describe("fromModelInfer", () => {
+  it("reads values from fp32_contents, or from raw_input_contents (little-endian, any offset), as the same request", () => {
+    const viaContents = fromModelInfer(
+      openInference.ModelInferRequest.create({
+        modelName: "resnet",
+        id: "g-1",
+        inputs: [{ name: "x", datatype: "FP32", shape: [2, 2], contents: { fp32Contents: [1, 2.5, -3, 4] } }],
+        outputs: [{ name: "y" }],
+      }),
+    );
+    expect(viaContents.raw).toBe(false);
+    expect(viaContents.outputs).toEqual(["y"]);
+    expect(viaContents.request.service).toBe("resnet");
+    expect(viaContents.request.requestId).toBe("g-1");
+    expect(Array.from(viaContents.request.inputs.x?.data ?? [])).toEqual([1, 2.5, -3, 4]);
+    // Raw bytes at an odd offset of a larger buffer, as a decoded message's bytes can be.
+    const padded = new Uint8Array(17);
+    padded.set(le([1, 2.5, -3, 4]), 1);
+    const viaRaw = fromModelInfer(
+      openInference.ModelInferRequest.create({
+        modelName: "resnet",
+        inputs: [{ name: "x", datatype: "FP32", shape: [2, 2] }],
+        rawInputContents: [padded.subarray(1)],
+      }),
+    );
+    expect(viaRaw.raw).toBe(true);
+    expect(viaRaw.outputs).toBeUndefined();
+    expect(Array.from(viaRaw.request.inputs.x?.data ?? [])).toEqual([1, 2.5, -3, 4]);
+    expect(inference.InferRequest.decode(inference.InferRequest.encode(viaRaw.request).finish()).inputs.x?.dims).toEqual([2, 2]);
+  });
+
+  it("refuses what it cannot carry with INVALID_ARGUMENT, and a version with NOT_FOUND, naming what is wrong", () => {
+    const x = { name: "x", datatype: "FP32", shape: [2] };
+    expect(grpcRefusal({ modelName: "resnet", inputs: [{ ...x, contents: { fp32Contents: [1] } }] })).toEqual({
+      code: grpc.status.INVALID_ARGUMENT,
+      message: 'input "x": shape [2] holds 2 values, data has 1',
+    });
+    expect(grpcRefusal({ modelName: "resnet", inputs: [{ ...x, datatype: "INT64", contents: { int64Contents: [1, 2] } }] }).message).toBe(
+      'input "x": datatype INT64 is not supported; InferGrid carries FP32 tensors only',
+    );
+    expect(grpcRefusal({ modelName: "resnet", inputs: [{ ...x, contents: { int64Contents: [1, 2] } }] }).message).toBe(
+      'input "x": its values are in int64Contents, which FP32 does not use (fp32_contents)',
+    );
+    expect(grpcRefusal({ modelName: "resnet", inputs: [x], rawInputContents: [le([1])] }).message).toBe(
+      'input "x": raw_input_contents holds 4 bytes, shape [2] of FP32 needs 8',
+    );
+    expect(grpcRefusal({ modelName: "resnet", inputs: [x, { ...x, name: "z" }], rawInputContents: [le([1, 2])] }).message).toBe(
+      "raw_input_contents holds 1 tensors for 2 inputs",
+    );
+    expect(
+      grpcRefusal({ modelName: "resnet", inputs: [{ ...x, contents: { fp32Contents: [1, 2] } }], rawInputContents: [le([1, 2])] }).message,
+    ).toBe('input "x": values both in contents and in raw_input_contents');
+    expect(grpcRefusal({ inputs: [] }).message).toBe("model_name is required");
+    expect(grpcRefusal({ modelName: "resnet", modelVersion: "2", inputs: [] })).toEqual({
+      code: grpc.status.NOT_FOUND,
+      message: `InferGrid's services have no versions: ask for model "resnet" without one (version "2" asked)`,
+    });
+  });
+});
+
 describe("toOpenInference", () => {
   const answer = inference.InferResponse.encode(
     inference.InferResponse.create({
@@ -118,5 +190,35 @@ describe("toOpenInference", () => {
     expect(() => toOpenInference(answer, "resnet", ["logits"])).toThrow(
       'the model produced no output "logits" (it produced "probs", "label")',
     );
+  });
+});
+
+describe("toModelInfer", () => {
+  const answer = inference.InferResponse.encode(
+    inference.InferResponse.create({
+      requestId: "g-1",
+      backendId: "backend-1",
+      frontendId: "frontend-1",
+      timing: { totalMs: 3.5, computeMs: 2, attempts: 2 },
+      outputs: { y: { dtype: "float32", dims: [1, 3], data: [0.5, -1, 2] } },
+    }),
+  ).finish();
+
+  it("answers raw when the request was raw, else in fp32_contents; what served it as parameters", () => {
+    const wire = (r: openInference.IModelInferResponse) =>
+      openInference.ModelInferResponse.decode(openInference.ModelInferResponse.encode(r).finish());
+    const contents = wire(toModelInfer(answer, "resnet", undefined, false));
+    expect(contents.modelName).toBe("resnet");
+    expect(contents.id).toBe("g-1");
+    expect(contents.outputs[0]?.shape).toEqual([1, 3]);
+    expect(contents.outputs[0]?.datatype).toBe("FP32");
+    expect(contents.outputs[0]?.contents?.fp32Contents).toEqual([0.5, -1, 2]);
+    expect(contents.rawOutputContents).toEqual([]);
+    expect(contents.parameters.backend_id?.stringParam).toBe("backend-1");
+    expect(contents.parameters.attempts?.int64Param).toBe(2);
+    const raw = wire(toModelInfer(answer, "resnet", ["y"], true));
+    expect(raw.outputs[0]?.contents?.fp32Contents ?? []).toEqual([]);
+    const bytes = raw.rawOutputContents[0] as Uint8Array;
+    expect(Array.from(new Float32Array(new Uint8Array(bytes).buffer))).toEqual([0.5, -1, 2]);
   });
 });
