@@ -148,19 +148,24 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
     await nc.close();
   });
 
-  it("only the allocator writes the registry: a frontend's KV write is refused and the list stays the allocator's", async () => {
+  it("only the allocator writes the registry: a frontend's or the broker's KV write is refused and the list stays the allocator's", async () => {
     const before = await unaryCall(
       cluster.adminClient,
       AllocatorAdminDefinition.GetService,
       { name: "echo" },
       { deadline: Date.now() + 5000 },
     );
-    const { nc, errors } = await as("frontend-0");
-    const registry = await ServiceRegistry.open(nc, logger);
-    const forged = { ...before, backends: [{ backendId: "evil", address: "127.0.0.1:1" }], version: 999 };
-    await expect(registry.putService(forged)).rejects.toThrow();
-    await expect(registry.deleteService("echo")).rejects.toThrow();
-    expect(errors.join("\n")).toMatch(/Permissions Violation for Publish to "?\$KV\.ig_registry\.svc\.echo/);
+    // Both read the registry (the broker for the Open Inference Protocol's model readiness); neither may write it.
+    for (const who of ["frontend-0", "broker"]) {
+      const { nc, errors } = await as(who);
+      const registry = await ServiceRegistry.open(nc, logger);
+      expect((await registry.getService("echo"))?.entry.backends.map((b) => b.backendId)).toEqual(before.backends?.map((b) => b.backendId));
+      const forged = { ...before, backends: [{ backendId: "evil", address: "127.0.0.1:1" }], version: 999 };
+      await expect(registry.putService(forged)).rejects.toThrow();
+      await expect(registry.deleteService("echo")).rejects.toThrow();
+      expect(errors.join("\n"), who).toMatch(/Permissions Violation for Publish to "?\$KV\.ig_registry\.svc\.echo/);
+      await nc.close();
+    }
     const after = await unaryCall(
       cluster.adminClient,
       AllocatorAdminDefinition.GetService,
@@ -169,7 +174,6 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
     );
     expect(after.backends?.map((b) => b.backendId)).toEqual(before.backends?.map((b) => b.backendId));
     await expectAllAnswered(cluster, "echo", 20);
-    await nc.close();
   });
 
   it("a backend cannot publish a plan, a frontend's load, a job record, a pool event, or make a job items' consumer", async () => {

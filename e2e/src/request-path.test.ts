@@ -150,6 +150,18 @@ describe("the Open Inference Protocol (KServe v2) at the broker", () => {
       body: { name: "infergrid", version: expect.stringMatching(/^\d+\.\d+\.\d+/), extensions: [] },
     });
 
+    // A model is ready while its service's list holds a backend ("starved" has none); 404 for no such service.
+    expect(await get("/v2/models/echo/ready")).toEqual({ status: 200, body: { name: "echo", ready: true } });
+    expect(await get("/v2/models/starved/ready")).toEqual({ status: 400, body: { name: "starved", ready: false } });
+    expect(await get("/v2/models/no-such-service/ready")).toEqual({
+      status: 404,
+      body: { error: 'no model "no-such-service": no service of that name is registered' },
+    });
+    expect(await get("/v2/models/ocr-cls")).toEqual({
+      status: 200,
+      body: { name: "ocr-cls", versions: [], platform: "onnxruntime_onnx", inputs: [], outputs: [] },
+    });
+
     const int64 = await postJson("/v2/models/echo/infer", { inputs: [{ name: "ids", shape: [1], datatype: "INT64", data: [5] }] });
     expect(int64).toMatchObject({
       status: 400,
@@ -243,8 +255,13 @@ describe("the Open Inference Protocol (KServe v2) over gRPC at the broker", () =
     );
     expect(notMessage.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(notMessage.details).toMatch(/^not a ModelInferRequest/);
-    const ready = await grpcStatus(call(OpenInferenceDefinition.ModelReady, { name: "echo" }));
-    expect(ready.code).toBe(grpc.status.UNIMPLEMENTED);
+    expect(await call(OpenInferenceDefinition.ModelReady, { name: "echo" })).toMatchObject({ ready: true });
+    expect(await call(OpenInferenceDefinition.ModelReady, { name: "starved" })).toMatchObject({ ready: false });
+    expect((await grpcStatus(call(OpenInferenceDefinition.ModelReady, { name: "no-such-service" }))).code).toBe(grpc.status.NOT_FOUND);
+    expect(await call(OpenInferenceDefinition.ModelMetadata, { name: "echo" })).toMatchObject({
+      name: "echo",
+      platform: "infergrid_emulated",
+    });
   });
 });
 

@@ -73,8 +73,9 @@ export function rolePermissions(role: NatsRole, id: string): NatsPermissions {
         subscribe: { allow: [INBOX], deny: [] },
       };
     case "broker":
+      // JetStream's read API: the registry, for the Open Inference Protocol's model readiness and metadata.
       return {
-        publish: { allow: [own("broker")], deny: [] },
+        publish: { allow: [own("broker"), ...JS_CLIENT], deny: [...JS_WRITES_DENIED, ...JOB_CONSUMING] },
         subscribe: { allow: [subjects.heartbeatsOf("frontend"), INBOX], deny: [] },
       };
     case "predictor":

@@ -4,6 +4,7 @@ import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergri
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Ingress, UnauthenticatedError } from "./ingress.js";
+import type { ModelDirectory } from "./model-directory.js";
 import { fromOpenInference, toOpenInference, versionProblem } from "./open-inference.js";
 
 const SNAKE_TO_CAMEL: Record<string, string> = { request_id: "requestId", deadline_unix_ms: "deadlineUnixMs" };
@@ -50,6 +51,8 @@ export interface HttpIngressOptions {
   requestTimeoutHeader?: string;
   /** The version `GET /v2` reports (the broker's package version). */
   serverVersion: string;
+  /** The registered services, for the Open Inference Protocol's model readiness and metadata. */
+  models: ModelDirectory;
 }
 
 /**
@@ -70,7 +73,7 @@ function clientErrorAnswer(code: string | undefined): { http: number; grpc: grpc
  * POST /v2/models/:model/infer with its health and server-metadata routes (open-inference.ts).
  */
 export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, logger: Logger): FastifyInstance {
-  const { maxRequestBytes, requestTimeoutHeader = "x-request-timeout-ms", serverVersion } = options;
+  const { maxRequestBytes, requestTimeoutHeader = "x-request-timeout-ms", serverVersion, models } = options;
   const app = Fastify({
     bodyLimit: maxRequestBytes,
     logger: false,
@@ -178,10 +181,23 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
   );
   app.get("/v2", (_req, reply) => reply.code(200).send({ name: "infergrid", version: serverVersion, extensions: [] }));
   app.get("/v2/health/live", (_req, reply) => reply.code(200).send({ live: true }));
-  // Ready while a frontend is there to take requests.
+  // The protocol's readiness is the status: 200 ready, a 4xx not. The server is ready while a frontend is there to
+  // take requests; a model, while its service's list holds a backend.
   app.get("/v2/health/ready", (_req, reply) => {
     const ready = ingress.ready();
-    return reply.code(ready ? 200 : 503).send({ ready });
+    return reply.code(ready ? 200 : 400).send({ ready });
+  });
+  const unknownModel = (model: string) =>
+    new GrpcStatusError(grpc.status.NOT_FOUND, `no model ${JSON.stringify(model)}: no service of that name is registered`);
+  app.get<{ Params: { model: string } }>("/v2/models/:model/ready", { onRequest: authenticate }, (req, reply) => {
+    const ready = models.ready(req.params.model);
+    if (ready === undefined) return sendError(reply, unknownModel(req.params.model), "open-inference");
+    return reply.code(ready ? 200 : 400).send({ name: req.params.model, ready });
+  });
+  app.get<{ Params: { model: string } }>("/v2/models/:model", { onRequest: authenticate }, (req, reply) => {
+    const metadata = models.metadata(req.params.model);
+    if (metadata === undefined) return sendError(reply, unknownModel(req.params.model), "open-inference");
+    return reply.code(200).send(metadata);
   });
 
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {

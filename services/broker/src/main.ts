@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { HeardClock, heartbeatVerifier, MembershipTable, serveMember } from "@infergrid/control-plane";
+import { HeardClock, heartbeatVerifier, MembershipTable, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { SteadyClock } from "@infergrid/core";
 import { ClientAuthenticator, ClientRateLimiter, ClientTokensError, peerAddress, readClientTokensFile } from "@infergrid/dataplane";
 import { RoutedInferenceDefinition, type RoutedInferRequest } from "@infergrid/proto";
@@ -21,6 +21,7 @@ import { Forwarder, watchFrontends } from "./forwarder.js";
 import { FrontendRotation } from "./frontend-rotation.js";
 import { buildHttpIngress } from "./http-ingress.js";
 import { Ingress, type IngressAuth } from "./ingress.js";
+import { ModelDirectory } from "./model-directory.js";
 import { OpenInferenceServingDefinition, openInferenceHandlers } from "./open-inference-grpc.js";
 
 /** Client auth from the tokens file (already checked by the config), read again on SIGHUP: rotation without a restart. */
@@ -99,9 +100,13 @@ await runService("broker", brokerConfig, async (ctx) => {
   }, 1000);
 
   const version = packageVersion();
+  // The registered services, read for the Open Inference Protocol's model readiness and metadata.
+  const models = new ModelDirectory();
+  const registry = await ServiceRegistry.open(nc, logger);
+  const stopModelWatch = registry.watchServices((name, entry) => models.update(name, entry));
   const http = buildHttpIngress(
     ingress,
-    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs, serverVersion: version },
+    { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs, serverVersion: version, models },
     logger,
   );
   await http.listen({ host: config.host, port: config.httpPort });
@@ -127,7 +132,7 @@ await runService("broker", brokerConfig, async (ctx) => {
         ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call), callSignal(call)),
       );
       server.addService(RoutedInferenceDefinition, { Infer: infer });
-      server.addService(OpenInferenceServingDefinition, openInferenceHandlers(ingress, admit, version, logger));
+      server.addService(OpenInferenceServingDefinition, openInferenceHandlers(ingress, models, admit, version, logger));
       serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, {
         // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
         pooled: true,
@@ -146,6 +151,7 @@ await runService("broker", brokerConfig, async (ctx) => {
         name: "clients",
         run: () => {
           clearInterval(housekeeping);
+          stopModelWatch();
           clients.closeAll();
         },
       },

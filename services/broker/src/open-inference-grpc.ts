@@ -1,7 +1,8 @@
 import { decodeRoutedInfer, inference, OpenInferenceDefinition, openInference } from "@infergrid/proto";
 import { callSignal, GrpcStatusError, grpc, type Logger, unaryHandler } from "@infergrid/runtime";
 import type { Ingress } from "./ingress.js";
-import { fromModelInfer, toModelInfer } from "./open-inference.js";
+import type { ModelDirectory } from "./model-directory.js";
+import { fromModelInfer, toModelInfer, versionProblem } from "./open-inference.js";
 
 /** A ModelInferRequest as the handler gets it: bytes that are not one reach it (INVALID_ARGUMENT, not grpc-js's INTERNAL). */
 type ModelInferInput = openInference.ModelInferRequest | { undecodable: string };
@@ -26,11 +27,11 @@ export type AdmitCall = (call: Pick<grpc.ServerUnaryCall<unknown, unknown>, "met
 
 /**
  * `inference.GRPCInferenceService` (open_inference.proto): ModelInfer down the broker's one request path, as Infer
- * goes; the server's liveness, readiness and metadata answered by the broker. A model's readiness and metadata
- * live in the registry, which the broker does not read: those two are UNIMPLEMENTED, with where to look instead.
+ * goes; the server's liveness, readiness and metadata, and each model's from the registry (`models`).
  */
 export function openInferenceHandlers(
   ingress: Ingress,
+  models: ModelDirectory,
   admit: AdmitCall,
   serverVersion: string,
   logger: Logger,
@@ -53,19 +54,26 @@ export function openInferenceHandlers(
     const answer = await ingress.handle("grpc", routed, call.getDeadline(), client, callSignal(call));
     return toModelInfer(answer, parsed.request.service, parsed.outputs, parsed.raw);
   });
-  const unimplemented = (what: string) =>
-    unaryHandler<unknown, never>(logger, async () => {
-      throw new GrpcStatusError(
-        grpc.status.UNIMPLEMENTED,
-        `${what} is not served by the broker: a service's spec and backends are in the allocator's admin API (infergrid.admin.v1.AllocatorAdmin/GetService)`,
-      );
-    });
+  /** The model a readiness or metadata call names, once its caller is admitted; NOT_FOUND for none. */
+  const named = (req: { name?: string | null; version?: string | null }, call: Parameters<AdmitCall>[0]): string => {
+    admit(call);
+    const name = req.name ?? "";
+    if (req.version) throw versionProblem(name, req.version);
+    if (models.ready(name) === undefined)
+      throw new GrpcStatusError(grpc.status.NOT_FOUND, `no model ${JSON.stringify(name)}: no service of that name is registered`);
+    return name;
+  };
   return {
     ServerLive: unaryHandler(logger, async () => ({ live: true })),
     ServerReady: unaryHandler(logger, async () => ({ ready: ingress.ready() })),
     ServerMetadata: unaryHandler(logger, async () => ({ name: "infergrid", version: serverVersion, extensions: [] })),
-    ModelReady: unimplemented("a model's readiness"),
-    ModelMetadata: unimplemented("a model's metadata"),
+    ModelReady: unaryHandler<openInference.ModelReadyRequest, openInference.IModelReadyResponse>(logger, async (req, call) => ({
+      ready: models.ready(named(req, call)) === true,
+    })),
+    ModelMetadata: unaryHandler<openInference.ModelMetadataRequest, openInference.IModelMetadataResponse>(logger, async (req, call) => {
+      const metadata = models.metadata(named(req, call));
+      return { ...metadata, versions: [], inputs: [], outputs: [] };
+    }),
     ModelInfer: modelInfer,
   };
 }
