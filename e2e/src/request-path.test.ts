@@ -171,6 +171,13 @@ describe("the Open Inference Protocol (KServe v2) at the broker", () => {
     expect(unknown.status).toBe(404);
     expect(unknown.body.error).toContain("no-such-service");
     expect((await postJson("/v2/models/echo/infer", "{not json")).body.error).toEqual(expect.any(String));
+    const binary = await fetch(`${cluster.httpUrl}/v2/models/echo/infer`, {
+      method: "POST",
+      headers: { "content-type": "application/octet-stream", "inference-header-content-length": "2" },
+      body: "{}",
+    });
+    expect(binary.status).toBe(415);
+    expect(((await binary.json()) as { error: string }).error).toContain("binary-data extension");
     const versioned = await postJson("/v2/models/echo/versions/3/infer", { inputs: [] });
     expect(versioned.status).toBe(404);
     expect(versioned.body.error).toContain("services have no versions");

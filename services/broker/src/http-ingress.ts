@@ -208,6 +208,14 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
       reply.code(413);
       return reply.send(styleOf(req.url) === "open-inference" ? { error: message } : { error: { code: "RESOURCE_EXHAUSTED", message } });
     }
+    if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE" && styleOf(req.url) === "open-inference") {
+      // What a Triton client sends with its binary-data extension (application/octet-stream).
+      ingress.countRejected("http", grpc.status.INVALID_ARGUMENT);
+      const type = JSON.stringify(req.headers["content-type"] ?? "");
+      return reply
+        .code(415)
+        .send({ error: `content type ${type} is not supported (Triton's binary-data extension is not): send application/json` });
+    }
     const status = err.statusCode ?? 500;
     if (status >= 500) logger.error({ err }, "http ingress failed");
     ingress.countRejected("http", status < 500 ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL);
