@@ -11,6 +11,7 @@ import {
   encodeRoutedInferResponse,
   entryShape,
   executeRequestDeserialize,
+  float32Entry,
   inputShapes,
 } from "./routed.js";
 
@@ -238,6 +239,27 @@ describe("routed messages: tensors forwarded as the bytes they came as", () => {
     expect(split.inputs.x?.data).toBe(lent.at(-1));
     expect(Array.from(split.inputs.x?.data ?? [])).toEqual([1.5, 2.5, -3]);
     expect(Array.from(executeRequestDeserialize(Buffer.from(w.finish())).inputs.x?.data ?? [])).toEqual([1.5, 2.5, -3]);
+  });
+
+  it("an input written around its float32 bytes is the entry the generated encoder writes, read alike by every hop", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 12 }),
+        fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 3 }),
+        fc.array(fc.float({ noNaN: true }), { maxLength: 40 }),
+        (name, dims, values) => {
+          const floats = Float32Array.from(values);
+          const entry = float32Entry(name, dims, new Uint8Array(floats.buffer));
+          const request = { service: "svc", requestId: "r", deadlineUnixMs: 0, inputs: [entry] };
+          const decoded = inference.InferRequest.decode(encodeRoutedInfer(request));
+          expect(decoded.inputs[name]?.dims).toEqual(dims);
+          expect(decoded.inputs[name]?.dtype).toBe("float32");
+          expect(Array.from(decoded.inputs[name]?.data ?? [])).toEqual(Array.from(floats));
+          expect(entryShape(entry)).toEqual({ name, shape: { dtype: "float32", dims, values: floats.length } });
+        },
+      ),
+    );
+    expect(() => float32Entry("x", [-1], new Uint8Array())).toThrow(RangeError);
   });
 
   it("skips fields it does not know, as a generated decoder does", () => {

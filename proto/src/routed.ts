@@ -318,6 +318,46 @@ function routedExecuteWriter(req: RoutedExecuteRequest): ExactWriter {
   return w.varint(5, req.attempt).string(6, req.holdId).varint(7, req.deadlineUnixMs);
 }
 
+/**
+ * One float32 input as a routed request carries it (a `map<string, Tensor>` entry), written around its values'
+ * little-endian bytes, which are what a packed float field holds: a tensor that arrives as raw bytes (the Open
+ * Inference Protocol's raw_input_contents) is forwarded with no float read or written, in one copy.
+ */
+export function float32Entry(name: string, dims: readonly number[], littleEndianFloats: Uint8Array): RawEntry {
+  for (const d of dims) if (!(Number.isSafeInteger(d) && d >= 0)) throw new RangeError(`dims must be non-negative integers, got ${d}`);
+  const nameLen = Buffer.byteLength(name);
+  const dtype = "float32";
+  const dimsLen = dims.reduce((n, d) => n + varintSize(d), 0);
+  const data = littleEndianFloats.byteLength;
+  const tensorLen =
+    1 +
+    varintSize(dtype.length) +
+    dtype.length +
+    (dimsLen > 0 ? 1 + varintSize(dimsLen) + dimsLen : 0) +
+    (data > 0 ? 1 + varintSize(data) + data : 0);
+  const buf = Buffer.allocUnsafe(1 + varintSize(nameLen) + nameLen + 1 + varintSize(tensorLen) + tensorLen);
+  let pos = 0;
+  buf[pos++] = tagOf(1, LEN);
+  pos = writeVarint(buf, pos, nameLen);
+  pos += buf.write(name, pos, "utf8");
+  buf[pos++] = tagOf(2, LEN);
+  pos = writeVarint(buf, pos, tensorLen);
+  buf[pos++] = tagOf(1, LEN);
+  pos = writeVarint(buf, pos, dtype.length);
+  pos += buf.write(dtype, pos, "latin1");
+  if (dimsLen > 0) {
+    buf[pos++] = tagOf(2, LEN);
+    pos = writeVarint(buf, pos, dimsLen);
+    for (const d of dims) pos = writeVarint(buf, pos, d);
+  }
+  if (data > 0) {
+    buf[pos++] = tagOf(3, LEN);
+    pos = writeVarint(buf, pos, data);
+    buf.set(littleEndianFloats, pos);
+  }
+  return buf;
+}
+
 /** As one buffer, or as chunks (`.chunks`) that leave each tensor where it came. */
 export const encodeRoutedInfer = chunked(routedInferWriter);
 export const encodeRoutedExecute = chunked(routedExecuteWriter);

@@ -9,7 +9,14 @@
 
 import { resolve } from "node:path";
 import { constants, type PerformanceEntry, PerformanceObserver } from "node:perf_hooks";
-import { BackendServiceDefinition, control, InferenceServiceDefinition, type inference } from "@infergrid/proto";
+import {
+  BackendServiceDefinition,
+  control,
+  InferenceServiceDefinition,
+  type inference,
+  OpenInferenceDefinition,
+  type openInference,
+} from "@infergrid/proto";
 import { bytesMethod, createClient, unaryCall } from "@infergrid/runtime";
 import { eventually, RegistryWriter, startNatsServer, startService } from "@infergrid/testkit";
 import { Command } from "commander";
@@ -47,6 +54,11 @@ const program = new Command()
     "each: the client encodes every request from JavaScript numbers (as in every run in docs/results.md before 2026-11-28); once: it encodes each payload's request once and sends those bytes (a load generator that costs about what sending costs)",
     "each",
   )
+  .option(
+    "--client-api <api>",
+    "the full path's client API: infergrid (InferenceService/Infer), oip-raw (the Open Inference Protocol's ModelInfer with raw_input_contents), oip-contents (ModelInfer with fp32_contents)",
+    "infergrid",
+  )
   .option("--service-node-args <args>", "extra node options for broker, frontend and backend, space-separated (e.g. V8 heap settings)", "")
   .parse();
 const opts = program.opts<{
@@ -59,7 +71,10 @@ const opts = program.opts<{
   latencyLoad: string;
   latencyRounds: string;
   clientEncoding: string;
+  clientApi: string;
 }>();
+if (!["infergrid", "oip-raw", "oip-contents"].includes(opts.clientApi))
+  program.error("--client-api must be infergrid, oip-raw or oip-contents");
 if (opts.clientEncoding !== "once" && opts.clientEncoding !== "each") program.error("--client-encoding must be once or each");
 const latencyLoad = Number(opts.latencyLoad);
 if (!(latencyLoad >= 0 && latencyLoad < 1)) program.error("--latency-load must be in [0, 1)");
@@ -268,7 +283,28 @@ try {
     const deadline = () => ({ deadline: Date.now() + 10_000 });
     let direct: () => Promise<unknown>;
     let full: () => Promise<unknown>;
-    if (opts.clientEncoding === "once") {
+    if (opts.clientApi !== "infergrid") {
+      // The Open Inference Protocol's request for the same tensor, converted to an Infer at the broker.
+      const [name, tensor] = Object.entries(inputs)[0] ?? ["x", {}];
+      const raw = opts.clientApi === "oip-raw";
+      const values = Float32Array.from(tensor.data ?? []);
+      const modelInfer: openInference.IModelInferRequest = {
+        modelName: "zero",
+        inputs: [{ name, datatype: "FP32", shape: tensor.dims ?? [], ...(raw ? {} : { contents: { fp32Contents: Array.from(values) } }) }],
+        rawInputContents: raw ? [Buffer.from(values.buffer)] : [],
+      };
+      const once = opts.clientEncoding === "once";
+      const modelInferBytes = OpenInferenceDefinition.ModelInfer.requestSerialize(modelInfer);
+      const modelInferRaw = bytesMethod(OpenInferenceDefinition.ModelInfer.path);
+      const executeBytes = BackendServiceDefinition.Execute.requestSerialize(execute);
+      const executeRaw = bytesMethod(BackendServiceDefinition.Execute.path);
+      direct = once
+        ? () => unaryCall(backendClient, executeRaw, executeBytes, deadline())
+        : () => unaryCall(backendClient, BackendServiceDefinition.Execute, execute, deadline());
+      full = once
+        ? () => unaryCall(brokerClient, modelInferRaw, modelInferBytes, deadline())
+        : () => unaryCall(brokerClient, OpenInferenceDefinition.ModelInfer, modelInfer, deadline());
+    } else if (opts.clientEncoding === "once") {
       // The same bytes the generated encoders write, encoded once: the servers see what they saw before.
       const executeBytes = BackendServiceDefinition.Execute.requestSerialize(execute);
       const inferBytes = InferenceServiceDefinition.Infer.requestSerialize(infer);
@@ -309,7 +345,9 @@ try {
 }
 
 const num = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
-console.log(`\ndata path, zero-time model, closed loop, concurrency ${concurrency}, ${opts.duration} s per path (node ${process.version})`);
+console.log(
+  `\ndata path, zero-time model, closed loop, concurrency ${concurrency}, ${opts.duration} s per path, full path's client API ${opts.clientApi} (node ${process.version})`,
+);
 console.log(
   "| payload | path | req/s | p50 ms | p99 ms | errors | CPU µs/req: client | broker | frontend | backend | client's loop busy | client's GC pauses µs/req (full collections) |",
 );

@@ -161,8 +161,7 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
       ingress.countRejected("http", grpc.status.INVALID_ARGUMENT);
       return sendError(reply, err, "open-inference");
     }
-    const request = decodeRoutedInfer(inference.InferRequest.encode(parsed.request).finish());
-    return run(request, headers, client, reply, "open-inference", (response) => toOpenInference(response, model, parsed.outputs));
+    return run(parsed.request, headers, client, reply, "open-inference", (response) => toOpenInference(response, model, parsed.outputs));
   };
 
   const clientOf = (req: FastifyRequest) => clients.get(req) ?? req.ip;

@@ -1,25 +1,32 @@
-import { decodeRoutedInfer, inference, OpenInferenceDefinition, openInference } from "@infergrid/proto";
+import { OpenInferenceDefinition, openInference } from "@infergrid/proto";
 import { callSignal, GrpcStatusError, grpc, type Logger, unaryHandler } from "@infergrid/runtime";
 import type { Ingress } from "./ingress.js";
 import type { ModelDirectory } from "./model-directory.js";
 import { fromModelInfer, toModelInfer, versionProblem } from "./open-inference.js";
 
 /** A ModelInferRequest as the handler gets it: bytes that are not one reach it (INVALID_ARGUMENT, not grpc-js's INTERNAL). */
-type ModelInferInput = openInference.ModelInferRequest | { undecodable: string };
+export type ModelInferInput = openInference.ModelInferRequest | { undecodable: string };
+
+const modelInferServing: grpc.MethodDefinition<ModelInferInput, openInference.IModelInferResponse> = {
+  ...OpenInferenceDefinition.ModelInfer,
+  // Never called on a server (it serializes answers, not requests); bytes that were not a request have none.
+  requestSerialize: (m: ModelInferInput) => {
+    if ("undecodable" in m) throw new TypeError(m.undecodable);
+    return OpenInferenceDefinition.ModelInfer.requestSerialize(m);
+  },
+  requestDeserialize: (bytes: Buffer): ModelInferInput => {
+    try {
+      return openInference.ModelInferRequest.decode(bytes);
+    } catch (err) {
+      return { undecodable: `not a ModelInferRequest: ${err instanceof Error ? err.message : String(err)}` };
+    }
+  },
+};
 
 /** The Open Inference Protocol's gRPC service as the broker serves it: ModelInfer's bad bytes reach the handler. */
 export const OpenInferenceServingDefinition = {
   ...OpenInferenceDefinition,
-  ModelInfer: {
-    ...OpenInferenceDefinition.ModelInfer,
-    requestDeserialize: (bytes: Buffer): ModelInferInput => {
-      try {
-        return openInference.ModelInferRequest.decode(bytes);
-      } catch (err) {
-        return { undecodable: `not a ModelInferRequest: ${err instanceof Error ? err.message : String(err)}` };
-      }
-    },
-  },
+  ModelInfer: modelInferServing,
 } satisfies grpc.ServiceDefinition;
 
 /** Who a call comes from (Ingress.admit over the call's metadata and certificate); throws UNAUTHENTICATED. */
@@ -35,14 +42,16 @@ export function openInferenceHandlers(
   admit: AdmitCall,
   serverVersion: string,
   logger: Logger,
-): grpc.UntypedServiceImplementation {
+): grpc.UntypedServiceImplementation & { ModelInfer: grpc.handleUnaryCall<ModelInferInput, openInference.IModelInferResponse> } {
   const modelInfer = unaryHandler<ModelInferInput, openInference.IModelInferResponse>(logger, async (req, call) => {
-    // Authenticated before the body is looked at, as Infer is.
+    // Authenticated before the body is looked at, as Infer is (on the direct path, before it is read).
     const client = admit(call);
     if ("undecodable" in req) {
       ingress.countRejected("grpc", grpc.status.INVALID_ARGUMENT);
       throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     }
+    // Read whole before the first await: on the direct path the request's bytes go back to the pool with the call,
+    // and the routed request holds copies of its tensors (float32Entry).
     let parsed: ReturnType<typeof fromModelInfer>;
     try {
       parsed = fromModelInfer(req);
@@ -50,8 +59,7 @@ export function openInferenceHandlers(
       if (err instanceof GrpcStatusError) ingress.countRejected("grpc", err.code);
       throw err;
     }
-    const routed = decodeRoutedInfer(inference.InferRequest.encode(parsed.request).finish());
-    const answer = await ingress.handle("grpc", routed, call.getDeadline(), client, callSignal(call));
+    const answer = await ingress.handle("grpc", parsed.request, call.getDeadline(), client, callSignal(call));
     return toModelInfer(answer, parsed.request.service, parsed.outputs, parsed.raw);
   });
   /** The model a readiness or metadata call names, once its caller is admitted; NOT_FOUND for none. */

@@ -1,5 +1,5 @@
 import { endianness } from "node:os";
-import { inference, type openInference } from "@infergrid/proto";
+import { float32Entry, inference, type openInference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 import { z } from "zod";
 
@@ -32,8 +32,8 @@ const MAX_NESTING = 8;
 const LITTLE_ENDIAN = endianness() === "LE";
 
 export interface OpenInferenceRequest {
-  /** The request as the request path carries it. */
-  request: inference.InferRequest;
+  /** The request as the request path carries it (its tensors written once, from their float32 bytes). */
+  request: RoutedInferRequest;
   /** The outputs the client asked for, in its order (undefined: every output). */
   outputs: string[] | undefined;
 }
@@ -57,15 +57,18 @@ interface OpenInput {
   shape: readonly number[];
   /** Triton's binary-data extension (`binary_data_size`): the values are elsewhere in the body. */
   binary: boolean;
-  values: (count: number) => ArrayLike<number>;
+  /** The `count` values as little-endian float32 bytes (INVALID_ARGUMENT if there are not that many). */
+  floatBytes: (count: number) => Uint8Array;
 }
 
 function toRequest(model: string, id: string, inputs: readonly OpenInput[], outputs: string[] | undefined): OpenInferenceRequest {
-  const tensors: Record<string, inference.ITensor> = {};
+  const entries: Uint8Array[] = [];
+  const names = new Set<string>();
   for (const input of inputs) {
     const name = JSON.stringify(input.name);
     if (input.name === "") throw invalid("an input has no name");
-    if (Object.hasOwn(tensors, input.name)) throw invalid(`input ${name} is given twice`);
+    if (names.has(input.name)) throw invalid(`input ${name} is given twice`);
+    names.add(input.name);
     if (!DATATYPES.has(input.datatype)) throw invalid(`input ${name}: ${JSON.stringify(input.datatype)} is not a datatype of the protocol`);
     if (input.datatype !== "FP32")
       throw invalid(`input ${name}: datatype ${input.datatype} is not supported; InferGrid carries FP32 tensors only`);
@@ -74,10 +77,10 @@ function toRequest(model: string, id: string, inputs: readonly OpenInput[], outp
     const bad = input.shape.find((d) => !Number.isInteger(d) || d < 0);
     if (bad !== undefined) throw invalid(`input ${name}: shape ${JSON.stringify(input.shape)} must be non-negative integers`);
     const count = input.shape.reduce((a, b) => a * b, 1);
-    tensors[input.name] = { dtype: "float32", dims: [...input.shape], data: input.values(count) as number[] };
+    entries.push(float32Entry(input.name, input.shape, input.floatBytes(count)));
   }
   if (outputs && new Set(outputs).size !== outputs.length) throw invalid("an output is asked for twice");
-  return { request: inference.InferRequest.create({ service: model, requestId: id, inputs: tensors }), outputs };
+  return { request: { service: model, requestId: id, deadlineUnixMs: 0, inputs: entries }, outputs };
 }
 
 // ---- REST ----------------------------------------------------------------------------------------------
@@ -145,11 +148,11 @@ export function fromOpenInference(body: unknown, model: string): OpenInferenceRe
       datatype: input.datatype,
       shape: input.shape,
       binary: input.parameters?.binary_data_size !== undefined,
-      values: (count) => {
+      floatBytes: (count) => {
         if (input.data === undefined) throw invalid(`input ${JSON.stringify(input.name)}: data is missing`);
         const data = flatten(input.name, input.data);
         counted(input.name, input.shape, count, data.length);
-        return data;
+        return fp32ToBytes(data);
       },
     }),
   );
@@ -174,9 +177,8 @@ const OTHER_CONTENTS = [
   "bytesContents",
 ] as const;
 
-/** Little-endian FP32 bytes as values (copied: the bytes are a view of the call's message, at any offset). */
+/** Little-endian FP32 bytes as values (on a big-endian host; a little-endian one forwards the bytes as they are). */
 function fp32FromBytes(bytes: Uint8Array, count: number): Float32Array {
-  if (LITTLE_ENDIAN) return new Float32Array(new Uint8Array(bytes).buffer, 0, count);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   return Float32Array.from({ length: count }, (_, i) => view.getFloat32(4 * i, true));
 }
@@ -203,7 +205,7 @@ export function fromModelInfer(req: openInference.ModelInferRequest): OpenInfere
       datatype: input.datatype ?? "",
       shape: (input.shape ?? []).map(Number),
       binary: false,
-      values: (count) => {
+      floatBytes: (count) => {
         const name = JSON.stringify(input.name);
         const contents = input.contents;
         const other = OTHER_CONTENTS.find((field) => (contents?.[field]?.length ?? 0) > 0);
@@ -215,11 +217,11 @@ export function fromModelInfer(req: openInference.ModelInferRequest): OpenInfere
             throw invalid(
               `input ${name}: raw_input_contents holds ${bytes.byteLength} bytes, shape ${JSON.stringify((input.shape ?? []).map(Number))} of FP32 needs ${4 * count}`,
             );
-          return fp32FromBytes(bytes, count);
+          return LITTLE_ENDIAN ? bytes : fp32ToBytes(fp32FromBytes(bytes, count));
         }
         const values = contents?.fp32Contents ?? [];
         counted(input.name ?? "", (input.shape ?? []).map(Number), count, values.length);
-        return values;
+        return fp32ToBytes(values);
       },
     }),
   );
