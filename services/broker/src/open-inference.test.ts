@@ -152,6 +152,13 @@ describe("fromModelInfer", () => {
       grpcRefusal({ modelName: "resnet", inputs: [{ ...x, contents: { fp32Contents: [1, 2] } }], rawInputContents: [le([1, 2])] }).message,
     ).toBe('input "x": values both in contents and in raw_input_contents');
     expect(grpcRefusal({ inputs: [] }).message).toBe("model_name is required");
+    // A dimension past 2^53 beside a zero (no values either way) is refused, not a server error (JSON prints it rounded).
+    expect(grpcRefusal({ modelName: "resnet", inputs: [{ ...x, shape: [0, 2 ** 60] }] })).toEqual({
+      code: grpc.status.INVALID_ARGUMENT,
+      message: 'input "x": shape [0,1152921504606847000] must be non-negative integers',
+    });
+    const many = Array.from({ length: 65 }, (_, i) => ({ ...x, name: `x${i}`, contents: { fp32Contents: [1, 2] } }));
+    expect(grpcRefusal({ modelName: "resnet", inputs: many }).message).toBe("65 inputs, at most 64");
     expect(grpcRefusal({ modelName: "resnet", modelVersion: "2", inputs: [] })).toEqual({
       code: grpc.status.NOT_FOUND,
       message: `InferGrid's services have no versions: ask for model "resnet" without one (version "2" asked)`,

@@ -1,4 +1,5 @@
 import { endianness } from "node:os";
+import { MAX_INPUTS } from "@infergrid/dataplane";
 import { float32Entry, inference, type openInference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 import { z } from "zod";
@@ -62,6 +63,8 @@ interface OpenInput {
 }
 
 function toRequest(model: string, id: string, inputs: readonly OpenInput[], outputs: string[] | undefined): OpenInferenceRequest {
+  // Counted before any is converted, with the request path's own bound and message.
+  if (inputs.length > MAX_INPUTS) throw invalid(`${inputs.length} inputs, at most ${MAX_INPUTS}`);
   const entries: Uint8Array[] = [];
   const names = new Set<string>();
   for (const input of inputs) {
@@ -74,7 +77,7 @@ function toRequest(model: string, id: string, inputs: readonly OpenInput[], outp
       throw invalid(`input ${name}: datatype ${input.datatype} is not supported; InferGrid carries FP32 tensors only`);
     if (input.binary)
       throw invalid(`input ${name}: binary tensor data (Triton's binary-data extension) is not supported; send data as JSON`);
-    const bad = input.shape.find((d) => !Number.isInteger(d) || d < 0);
+    const bad = input.shape.find((d) => !Number.isSafeInteger(d) || d < 0);
     if (bad !== undefined) throw invalid(`input ${name}: shape ${JSON.stringify(input.shape)} must be non-negative integers`);
     const count = input.shape.reduce((a, b) => a * b, 1);
     entries.push(float32Entry(input.name, input.shape, input.floatBytes(count)));
