@@ -308,7 +308,10 @@ export async function startCluster(
         : shape.backends === 0 && shape.allocatorEnv
           ? "backend-workers from the allocator's pool"
           : `${shape.backends} backend-workers`;
-    progress(`${backends}, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress}`);
+    progress(
+      `${backends}, ${shape.frontends} frontends (${shape.policy}), broker at ${broker.ready.grpcAddress} ` +
+        `(HTTP: http://${broker.ready.httpAddress}/v1/infer, and the Open Inference Protocol's /v2/models/<service>/infer)`,
+    );
     // Supervised from here on: until now a process that dies fails the start (its log says why).
     const supervisor = new Supervisor({
       backoff: supervision.backoff ?? DEMO_RESTART_BACKOFF,
