@@ -127,5 +127,6 @@ export const MultiplexDefinition = {
 /** Request and response property types of a method definition. */
 export type RequestOf<M> = M extends MethodDefinition<infer Req, unknown> ? Req : never;
 export type ResponseOf<M> = M extends MethodDefinition<unknown, infer Res> ? Res : never;
+export * from "./model-infer.js";
 export * from "./routed.js";
 export * from "./signed-fields.js";

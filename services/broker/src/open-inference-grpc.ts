@@ -1,26 +1,20 @@
-import { OpenInferenceDefinition, openInference } from "@infergrid/proto";
+import { type DecodedModelInfer, decodeModelInfer, OpenInferenceDefinition, type openInference } from "@infergrid/proto";
 import { callSignal, GrpcStatusError, grpc, type Logger, unaryHandler } from "@infergrid/runtime";
 import type { Ingress } from "./ingress.js";
 import type { ModelDirectory } from "./model-directory.js";
 import { fromModelInfer, toModelInfer, versionProblem } from "./open-inference.js";
 
 /** A ModelInferRequest as the handler gets it: bytes that are not one reach it (INVALID_ARGUMENT, not grpc-js's INTERNAL). */
-export type ModelInferInput = openInference.ModelInferRequest | { undecodable: string };
+export type ModelInferInput = DecodedModelInfer | { undecodable: string };
 
 const modelInferServing: grpc.MethodDefinition<ModelInferInput, openInference.IModelInferResponse> = {
   ...OpenInferenceDefinition.ModelInfer,
-  // Never called on a server (it serializes answers, not requests); bytes that were not a request have none.
-  requestSerialize: (m: ModelInferInput) => {
-    if ("undecodable" in m) throw new TypeError(m.undecodable);
-    return OpenInferenceDefinition.ModelInfer.requestSerialize(m);
+  // Never called on a server (it serializes answers, not requests).
+  requestSerialize: () => {
+    throw new TypeError("the broker does not send ModelInferRequests");
   },
-  requestDeserialize: (bytes: Buffer): ModelInferInput => {
-    try {
-      return openInference.ModelInferRequest.decode(bytes);
-    } catch (err) {
-      return { undecodable: `not a ModelInferRequest: ${err instanceof Error ? err.message : String(err)}` };
-    }
-  },
+  // FP32 values read as their bytes (proto's model-infer.ts), not as a number each.
+  requestDeserialize: (bytes: Buffer): ModelInferInput => decodeModelInfer(bytes),
 };
 
 /** The Open Inference Protocol's gRPC service as the broker serves it: ModelInfer's bad bytes reach the handler. */

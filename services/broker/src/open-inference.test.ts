@@ -1,4 +1,11 @@
-import { encodeRoutedInfer, inference, openInference, type RoutedInferRequest } from "@infergrid/proto";
+import {
+  type DecodedModelInfer,
+  decodeModelInfer,
+  encodeRoutedInfer,
+  inference,
+  openInference,
+  type RoutedInferRequest,
+} from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
 import { fromModelInfer, fromOpenInference, toModelInfer, toOpenInference } from "./open-inference.js";
@@ -87,9 +94,16 @@ describe("fromOpenInference", () => {
   });
 });
 
+/** A ModelInferRequest as the broker reads it off the wire. */
+function received(props: openInference.IModelInferRequest): DecodedModelInfer {
+  const decoded = decodeModelInfer(openInference.ModelInferRequest.encode(props).finish());
+  if ("undecodable" in decoded) throw new Error(decoded.undecodable);
+  return decoded;
+}
+
 function grpcRefusal(props: openInference.IModelInferRequest): { code: grpc.status; message: string } {
   try {
-    fromModelInfer(openInference.ModelInferRequest.decode(openInference.ModelInferRequest.encode(props).finish()));
+    fromModelInfer(received(props));
   } catch (err) {
     expect(err).toBeInstanceOf(GrpcStatusError);
     return { code: (err as GrpcStatusError).code, message: (err as GrpcStatusError).message };
@@ -102,7 +116,7 @@ const le = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer
 describe("fromModelInfer", () => {
   it("reads values from fp32_contents, or from raw_input_contents (little-endian, any offset), as the same request", () => {
     const viaContents = fromModelInfer(
-      openInference.ModelInferRequest.create({
+      received({
         modelName: "resnet",
         id: "g-1",
         inputs: [{ name: "x", datatype: "FP32", shape: [2, 2], contents: { fp32Contents: [1, 2.5, -3, 4] } }],
@@ -118,7 +132,7 @@ describe("fromModelInfer", () => {
     const padded = new Uint8Array(17);
     padded.set(le([1, 2.5, -3, 4]), 1);
     const viaRaw = fromModelInfer(
-      openInference.ModelInferRequest.create({
+      received({
         modelName: "resnet",
         inputs: [{ name: "x", datatype: "FP32", shape: [2, 2] }],
         rawInputContents: [padded.subarray(1)],
@@ -140,7 +154,7 @@ describe("fromModelInfer", () => {
       'input "x": datatype INT64 is not supported; InferGrid carries FP32 tensors only',
     );
     expect(grpcRefusal({ modelName: "resnet", inputs: [{ ...x, contents: { int64Contents: [1, 2] } }] }).message).toBe(
-      'input "x": its values are in int64Contents, which FP32 does not use (fp32_contents)',
+      'input "x": its values are in int64_contents, which FP32 does not use (fp32_contents)',
     );
     expect(grpcRefusal({ modelName: "resnet", inputs: [x], rawInputContents: [le([1])] }).message).toBe(
       'input "x": raw_input_contents holds 4 bytes, shape [2] of FP32 needs 8',

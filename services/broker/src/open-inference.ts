@@ -1,6 +1,6 @@
 import { endianness } from "node:os";
 import { MAX_INPUTS } from "@infergrid/dataplane";
-import { float32Entry, inference, type openInference, type RoutedInferRequest } from "@infergrid/proto";
+import { type DecodedModelInfer, float32Entry, inference, type openInference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 import { z } from "zod";
 
@@ -169,17 +169,6 @@ export function fromOpenInference(body: unknown, model: string): OpenInferenceRe
 
 // ---- gRPC ----------------------------------------------------------------------------------------------
 
-/** Contents fields other than FP32's: values there are of another datatype. */
-const OTHER_CONTENTS = [
-  "boolContents",
-  "intContents",
-  "int64Contents",
-  "uintContents",
-  "uint64Contents",
-  "fp64Contents",
-  "bytesContents",
-] as const;
-
 /** Little-endian FP32 bytes as values (on a big-endian host; a little-endian one forwards the bytes as they are). */
 function fp32FromBytes(bytes: Uint8Array, count: number): Float32Array {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -195,41 +184,47 @@ function fp32ToBytes(values: ArrayLike<number>): Uint8Array {
   return out;
 }
 
-/** A ModelInferRequest as an InferRequest; INVALID_ARGUMENT naming what is wrong, NOT_FOUND for a version. */
-export function fromModelInfer(req: openInference.ModelInferRequest): OpenInferenceRequest & { raw: boolean } {
+/** Wire bytes of little-endian floats as the routed entry takes them: as they are on a little-endian host. */
+const asLittleEndian = (bytes: Uint8Array): Uint8Array => (LITTLE_ENDIAN ? bytes : fp32ToBytes(fp32FromBytes(bytes, bytes.byteLength / 4)));
+
+/**
+ * A ModelInferRequest (read by proto's decodeModelInfer: FP32 values as their bytes) as an InferRequest;
+ * INVALID_ARGUMENT naming what is wrong, NOT_FOUND for a version. Reads every value it forwards before it returns:
+ * the request's bytes may be a pooled buffer given back with the call.
+ */
+export function fromModelInfer(req: DecodedModelInfer): OpenInferenceRequest & { raw: boolean } {
   if (req.modelName === "") throw invalid("model_name is required");
   if (req.modelVersion !== "") throw versionProblem(req.modelName, req.modelVersion);
+  const total = req.inputs.length + req.inputsBeyond;
+  if (total > MAX_INPUTS) throw invalid(`${total} inputs, at most ${MAX_INPUTS}`);
   const raw = req.rawInputContents.length > 0;
   if (raw && req.rawInputContents.length !== req.inputs.length)
     throw invalid(`raw_input_contents holds ${req.rawInputContents.length} tensors for ${req.inputs.length} inputs`);
   const inputs = req.inputs.map(
     (input, i): OpenInput => ({
-      name: input.name ?? "",
-      datatype: input.datatype ?? "",
-      shape: (input.shape ?? []).map(Number),
+      name: input.name,
+      datatype: input.datatype,
+      shape: input.shape,
       binary: false,
       floatBytes: (count) => {
         const name = JSON.stringify(input.name);
-        const contents = input.contents;
-        const other = OTHER_CONTENTS.find((field) => (contents?.[field]?.length ?? 0) > 0);
-        if (other !== undefined) throw invalid(`input ${name}: its values are in ${other}, which FP32 does not use (fp32_contents)`);
+        if (input.otherContents !== undefined)
+          throw invalid(`input ${name}: its values are in ${input.otherContents}, which FP32 does not use (fp32_contents)`);
         if (raw) {
-          if ((contents?.fp32Contents?.length ?? 0) > 0) throw invalid(`input ${name}: values both in contents and in raw_input_contents`);
+          if (input.fp32.byteLength > 0) throw invalid(`input ${name}: values both in contents and in raw_input_contents`);
           const bytes = req.rawInputContents[i] as Uint8Array;
           if (bytes.byteLength !== 4 * count)
             throw invalid(
-              `input ${name}: raw_input_contents holds ${bytes.byteLength} bytes, shape ${JSON.stringify((input.shape ?? []).map(Number))} of FP32 needs ${4 * count}`,
+              `input ${name}: raw_input_contents holds ${bytes.byteLength} bytes, shape ${JSON.stringify(input.shape)} of FP32 needs ${4 * count}`,
             );
-          return LITTLE_ENDIAN ? bytes : fp32ToBytes(fp32FromBytes(bytes, count));
+          return asLittleEndian(bytes);
         }
-        const values = contents?.fp32Contents ?? [];
-        counted(input.name ?? "", (input.shape ?? []).map(Number), count, values.length);
-        return fp32ToBytes(values);
+        counted(input.name, input.shape, count, input.fp32.byteLength / 4);
+        return asLittleEndian(input.fp32);
       },
     }),
   );
-  const outputs = req.outputs.length > 0 ? req.outputs.map((o) => o.name ?? "") : undefined;
-  return { ...toRequest(req.modelName, req.id, inputs, outputs), raw };
+  return { ...toRequest(req.modelName, req.id, inputs, req.outputs.length > 0 ? req.outputs : undefined), raw };
 }
 
 // ---- answers ---------------------------------------------------------------------------------------------
