@@ -7,12 +7,10 @@
  */
 import "./numbers-not-longs.js";
 import protobuf from "protobufjs/minimal.js";
+import { ROUTED_INPUTS_KEPT } from "./routed.js";
+import { delimited, eachField, I32, LEN, VARINT } from "./wire.js";
 
 const { Reader } = protobuf;
-
-const VARINT = 0;
-const LEN = 2;
-const I32 = 5;
 
 /** One input tensor's header and its FP32 values' bytes. */
 export interface ModelInferInputTensor {
@@ -29,7 +27,7 @@ export interface DecodedModelInfer {
   modelName: string;
   modelVersion: string;
   id: string;
-  /** The first MODEL_INFER_INPUTS_KEPT inputs. */
+  /** The first ROUTED_INPUTS_KEPT inputs (the request it becomes keeps no more). */
   inputs: ModelInferInputTensor[];
   /** Inputs on the wire beyond those kept, counted only (a request that large is refused). */
   inputsBeyond: number;
@@ -37,9 +35,6 @@ export interface DecodedModelInfer {
   outputs: string[];
   rawInputContents: Uint8Array[];
 }
-
-/** Inputs kept; the request path refuses far fewer (libs/dataplane MAX_INPUTS), so none beyond is ever needed. */
-export const MODEL_INFER_INPUTS_KEPT = 256;
 
 /** InferTensorContents' fields other than fp32_contents (6), by number. */
 const OTHER_CONTENTS: Record<number, string> = {
@@ -51,24 +46,6 @@ const OTHER_CONTENTS: Record<number, string> = {
   7: "fp64_contents",
   8: "bytes_contents",
 };
-
-function delimited(r: protobuf.Reader): [number, number] {
-  const len = r.size();
-  const start = r.pos;
-  const end = start + len;
-  if (end > r.len) throw new RangeError("a length-delimited field runs past the end of the message");
-  r.pos = end;
-  return [start, end];
-}
-
-function eachField(r: protobuf.Reader, end: number, take: (field: number, wireType: number) => boolean): void {
-  while (r.pos < end) {
-    const tag = r.tag();
-    const field = tag >>> 3;
-    const wt = tag & 7;
-    if (!take(field, wt)) r.skipType(wt, 0, field);
-  }
-}
 
 function concat(parts: Uint8Array[]): Uint8Array {
   if (parts.length === 1) return parts[0] as Uint8Array;
@@ -147,7 +124,7 @@ export function decodeModelInfer(bytes: Uint8Array): DecodedModelInfer | { undec
       else if (field === 3 && wt === LEN) out.id = r.string();
       else if (field === 5 && wt === LEN) {
         const [s, e] = delimited(r);
-        if (out.inputs.length >= MODEL_INFER_INPUTS_KEPT) {
+        if (out.inputs.length >= ROUTED_INPUTS_KEPT) {
           out.inputsBeyond++;
           return true;
         }

@@ -13,16 +13,12 @@ import { endianness } from "node:os";
 import type { MethodDefinition } from "@grpc/grpc-js";
 import protobuf from "protobufjs/minimal.js";
 import { infergrid } from "./gen/messages.js";
+import { delimited, eachField, I32, I64, LEN, VARINT } from "./wire.js";
 
 import backend = infergrid.backend.v1;
 import inference = infergrid.inference.v1;
 
 const { Reader } = protobuf;
-
-const LEN = 2;
-const VARINT = 0;
-const I64 = 1;
-const I32 = 5;
 
 /** One map<string, Tensor> entry as received: the MapEntry message's bytes (key = 1, value = 2), a view. */
 export type RawEntry = Uint8Array;
@@ -88,26 +84,6 @@ const tagOf = (field: number, wireType: number) => ((field << 3) | wireType) >>>
 
 function view(buf: Uint8Array, start: number, end: number): Uint8Array {
   return buf.subarray(start, end);
-}
-
-/** Reads a length-delimited field's bounds and moves past it. */
-function delimited(r: protobuf.Reader): [number, number] {
-  const len = r.size();
-  const start = r.pos;
-  const end = start + len;
-  if (end > r.len) throw new RangeError("a length-delimited field runs past the end of the message");
-  r.pos = end;
-  return [start, end];
-}
-
-/** Reads a message's fields up to `end`: `take` reads one it knows and says so; any other is skipped. */
-function eachField(r: protobuf.Reader, end: number, take: (field: number, wireType: number) => boolean): void {
-  while (r.pos < end) {
-    const tag = r.tag();
-    const field = tag >>> 3;
-    const wt = tag & 7;
-    if (!take(field, wt)) r.skipType(wt, 0, field);
-  }
 }
 
 /** Tag byte of InferRequest's inputs (field 3, length-delimited). */

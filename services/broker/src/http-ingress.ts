@@ -5,7 +5,7 @@ import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from 
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { type Ingress, UnauthenticatedError } from "./ingress.js";
 import type { ModelDirectory } from "./model-directory.js";
-import { fromOpenInference, toOpenInference, versionProblem } from "./open-inference.js";
+import { fromOpenInference, toOpenInference, unknownModel, versionProblem } from "./open-inference.js";
 
 const SNAKE_TO_CAMEL: Record<string, string> = { request_id: "requestId", deadline_unix_ms: "deadlineUnixMs" };
 
@@ -34,11 +34,13 @@ function sendError(reply: FastifyReply, err: unknown, style: ErrorStyle = "infer
   const retry = retryAfterMs(s.metadata);
   if (retry !== undefined) reply.header("retry-after", String(Math.max(1, Math.ceil(retry / 1000))));
   if (err instanceof UnauthenticatedError) reply.header("www-authenticate", err.challenge);
-  reply.code(httpStatusForGrpc(s.code));
-  if (style === "open-inference") return reply.send({ error: s.details });
-  return reply.send({
-    error: { code: grpc.status[s.code], message: s.details, ...(retry === undefined ? {} : { retryAfterMs: retry }) },
-  });
+  return reply.code(httpStatusForGrpc(s.code)).send(errorBody(style, grpc.status[s.code], s.details, retry));
+}
+
+/** An error's body: this system's envelope (its code, and when to retry), or the protocol's message alone. */
+function errorBody(style: ErrorStyle, code: string, message: string, retryAfterMs?: number): unknown {
+  if (style === "open-inference") return { error: message };
+  return { error: { code, message, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) } };
 }
 
 /** The Open Inference Protocol's routes answer errors in its own body. */
@@ -186,8 +188,6 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     const ready = ingress.ready();
     return reply.code(ready ? 200 : 400).send({ ready });
   });
-  const unknownModel = (model: string) =>
-    new GrpcStatusError(grpc.status.NOT_FOUND, `no model ${JSON.stringify(model)}: no service of that name is registered`);
   app.get<{ Params: { model: string } }>("/v2/models/:model/ready", { onRequest: authenticate }, (req, reply) => {
     const ready = models.ready(req.params.model);
     if (ready === undefined) return sendError(reply, unknownModel(req.params.model), "open-inference");
@@ -203,9 +203,9 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     // Errors fastify raises before a handler runs: body too large, bad JSON, wrong content type.
     if (err.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
       ingress.countRejected("http", grpc.status.RESOURCE_EXHAUSTED);
-      const message = `request body over the limit of ${maxRequestBytes} bytes`;
-      reply.code(413);
-      return reply.send(styleOf(req.url) === "open-inference" ? { error: message } : { error: { code: "RESOURCE_EXHAUSTED", message } });
+      return reply
+        .code(413)
+        .send(errorBody(styleOf(req.url), "RESOURCE_EXHAUSTED", `request body over the limit of ${maxRequestBytes} bytes`));
     }
     if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE" && styleOf(req.url) === "open-inference") {
       // What a Triton client sends with its binary-data extension (application/octet-stream).
@@ -218,14 +218,10 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     const status = err.statusCode ?? 500;
     if (status >= 500) logger.error({ err }, "http ingress failed");
     ingress.countRejected("http", status < 500 ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL);
-    reply.code(status);
-    if (styleOf(req.url) === "open-inference") return reply.send({ error: err.message });
-    return reply.send({ error: { code: status < 500 ? "INVALID_ARGUMENT" : "INTERNAL", message: err.message } });
+    return reply.code(status).send(errorBody(styleOf(req.url), status < 500 ? "INVALID_ARGUMENT" : "INTERNAL", err.message));
   });
-  app.setNotFoundHandler((req, reply) => {
-    const message = `no route ${req.method} ${req.url}`;
-    reply.code(404);
-    return reply.send(styleOf(req.url) === "open-inference" ? { error: message } : { error: { code: "NOT_FOUND", message } });
-  });
+  app.setNotFoundHandler((req, reply) =>
+    reply.code(404).send(errorBody(styleOf(req.url), "NOT_FOUND", `no route ${req.method} ${req.url}`)),
+  );
   return app;
 }

@@ -2,7 +2,7 @@ import { type DecodedModelInfer, decodeModelInfer, OpenInferenceDefinition, type
 import { callSignal, GrpcStatusError, grpc, type Logger, unaryHandler } from "@infergrid/runtime";
 import type { Ingress } from "./ingress.js";
 import type { ModelDirectory } from "./model-directory.js";
-import { fromModelInfer, toModelInfer, versionProblem } from "./open-inference.js";
+import { fromModelInfer, toModelInfer, unknownModel, versionProblem } from "./open-inference.js";
 
 /** A ModelInferRequest as the handler gets it: bytes that are not one reach it (INVALID_ARGUMENT, not grpc-js's INTERNAL). */
 export type ModelInferInput = DecodedModelInfer | { undecodable: string };
@@ -61,8 +61,7 @@ export function openInferenceHandlers(
     admit(call);
     const name = req.name ?? "";
     if (req.version) throw versionProblem(name, req.version);
-    if (models.ready(name) === undefined)
-      throw new GrpcStatusError(grpc.status.NOT_FOUND, `no model ${JSON.stringify(name)}: no service of that name is registered`);
+    if (models.ready(name) === undefined) throw unknownModel(name);
     return name;
   };
   return {
@@ -73,8 +72,8 @@ export function openInferenceHandlers(
       ready: models.ready(named(req, call)) === true,
     })),
     ModelMetadata: unaryHandler<openInference.ModelMetadataRequest, openInference.IModelMetadataResponse>(logger, async (req, call) => {
-      const metadata = models.metadata(named(req, call));
-      return { ...metadata, versions: [], inputs: [], outputs: [] };
+      // Defined: `named` refused a model the registry does not hold.
+      return models.metadata(named(req, call)) ?? {};
     }),
     ModelInfer: modelInfer,
   };

@@ -43,6 +43,11 @@ function invalid(message: string): GrpcStatusError {
   return new GrpcStatusError(grpc.status.INVALID_ARGUMENT, message);
 }
 
+/** A readiness or metadata call for a service the registry does not hold. */
+export function unknownModel(model: string): GrpcStatusError {
+  return new GrpcStatusError(grpc.status.NOT_FOUND, `no model ${JSON.stringify(model)}: no service of that name is registered`);
+}
+
 /** Services have no versions: a versioned call names none of them. */
 export function versionProblem(model: string, version: string): GrpcStatusError {
   return new GrpcStatusError(
@@ -169,12 +174,6 @@ export function fromOpenInference(body: unknown, model: string): OpenInferenceRe
 
 // ---- gRPC ----------------------------------------------------------------------------------------------
 
-/** Little-endian FP32 bytes as values (on a big-endian host; a little-endian one forwards the bytes as they are). */
-function fp32FromBytes(bytes: Uint8Array, count: number): Float32Array {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return Float32Array.from({ length: count }, (_, i) => view.getFloat32(4 * i, true));
-}
-
 function fp32ToBytes(values: ArrayLike<number>): Uint8Array {
   const f32 = Float32Array.from(values);
   if (LITTLE_ENDIAN) return new Uint8Array(f32.buffer);
@@ -183,9 +182,6 @@ function fp32ToBytes(values: ArrayLike<number>): Uint8Array {
   for (let i = 0; i < f32.length; i++) view.setFloat32(4 * i, f32[i] as number, true);
   return out;
 }
-
-/** Wire bytes of little-endian floats as the routed entry takes them: as they are on a little-endian host. */
-const asLittleEndian = (bytes: Uint8Array): Uint8Array => (LITTLE_ENDIAN ? bytes : fp32ToBytes(fp32FromBytes(bytes, bytes.byteLength / 4)));
 
 /**
  * A ModelInferRequest (read by proto's decodeModelInfer: FP32 values as their bytes) as an InferRequest;
@@ -217,10 +213,11 @@ export function fromModelInfer(req: DecodedModelInfer): OpenInferenceRequest & {
             throw invalid(
               `input ${name}: raw_input_contents holds ${bytes.byteLength} bytes, shape ${JSON.stringify(input.shape)} of FP32 needs ${4 * count}`,
             );
-          return asLittleEndian(bytes);
+          // Little-endian on the wire, as the routed entry holds them: forwarded as they are, on any host.
+          return bytes;
         }
         counted(input.name, input.shape, count, input.fp32.byteLength / 4);
-        return asLittleEndian(input.fp32);
+        return input.fp32;
       },
     }),
   );
