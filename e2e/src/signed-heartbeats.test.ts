@@ -1,14 +1,10 @@
-import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { HeartbeatSigner, type NatsRole, natsAuthorization, subjects } from "@infergrid/control-plane";
+import { HeartbeatSigner, subjects } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition, control } from "@infergrid/proto";
-import { connectNats, createLogger, grpc, type NatsConnection, publishMessage, unaryCall } from "@infergrid/runtime";
-import { makeCa, makeCert } from "@infergrid/testkit";
+import { createLogger, publishMessage, unaryCall } from "@infergrid/runtime";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { emulatedSpec, expectAllAnswered, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
+import { emulatedSpec, expectAllAnswered, registerService, type TestCluster, waitUntilServing } from "./process-cluster.js";
+import { type RoleUsersCluster, startRoleUsersCluster } from "./role-users-cluster.js";
 
 /**
  * Signed heartbeats on real processes, with NATS users shared by every instance of a role as in Kubernetes
@@ -19,63 +15,25 @@ import { emulatedSpec, expectAllAnswered, registerService, startCluster, type Te
  * logged, and every request meanwhile is answered by the real frontends.
  */
 const logger = createLogger("test", "signed-heartbeats", "warn");
-const SERVER_NAME = "infergrid.internal";
-const dir = mkdtempSync(join(tmpdir(), "ig-signed-hb-"));
-const IDS: [string, NatsRole][] = [
-  ["allocator", "allocator"],
-  ["broker", "broker"],
-  ["frontend-0", "frontend"],
-  ["frontend-1", "frontend"],
-  ["backend-0", "backend"],
-  ["backend-1", "backend"],
-];
-const roleOf = (id: string): NatsRole => IDS.find(([i]) => i === id)?.[1] ?? "observer";
-const ROLE_USERS: NatsRole[] = ["allocator", "broker", "frontend", "backend", "observer"];
-const passwords = new Map(ROLE_USERS.map((r) => [r, randomBytes(12).toString("hex")]));
-const conf = join(dir, "nats.conf");
-writeFileSync(conf, natsAuthorization(ROLE_USERS.map((role) => ({ user: role, role, id: "*", password: passwords.get(role) ?? "" }))));
 
+let run: RoleUsersCluster;
 let cluster: TestCluster;
-
-const pem = (name: string) => readFileSync(join(dir, name));
-const asRole = (role: NatsRole): Promise<NatsConnection> =>
-  connectNats({ servers: cluster.nats.url, name: `drill-${role}`, user: role, pass: passwords.get(role) }, logger);
+const pem = (name: string) => run.pem(name);
+const asRole: RoleUsersCluster["asRole"] = (role) => run.asRole(role);
 
 const refusal = (what: string) => (l: { msg?: unknown; problem?: unknown }) =>
   l.msg === "dropped a heartbeat that speaks for another member" && String(l.problem).includes(what);
 const joined = (id: string) => (l: { msg?: unknown; frontend?: unknown }) => l.msg === "frontend joined the rotation" && l.frontend === id;
 
 beforeAll(async () => {
-  makeCa(dir, "ca");
-  for (const [id, role] of [...IDS, ["admin", "admin"] as const])
-    makeCert(dir, id, "ca", `IP:127.0.0.1,DNS:${SERVER_NAME},URI:spiffe://infergrid/${role}/${id}`);
-  const admin = grpc.credentials.createSsl(pem("ca.pem"), pem("admin.key"), pem("admin.pem"));
-  cluster = await startCluster({
-    backends: 2,
-    frontends: 2,
-    nats: { args: ["-c", conf] },
-    env: {
-      INFERGRID_GRPC_TLS_CA_FILE: join(dir, "ca.pem"),
-      INFERGRID_GRPC_TLS_SERVER_NAME: SERVER_NAME,
-      INFERGRID_GRPC_PEER_ROLES: "true",
-      INFERGRID_SIGNED_HEARTBEATS: "true",
-    },
-    instanceEnv: (id) => ({
-      INFERGRID_NATS_USER: roleOf(id),
-      INFERGRID_NATS_PASS: passwords.get(roleOf(id)) ?? "",
-      INFERGRID_GRPC_TLS_CERT_FILE: join(dir, `${id}.pem`),
-      INFERGRID_GRPC_TLS_KEY_FILE: join(dir, `${id}.key`),
-    }),
-    frontendEnv: { INFERGRID_SCALING: "static" },
-    grpcClient: { credentials: admin, options: { "grpc.ssl_target_name_override": SERVER_NAME } },
-  });
+  run = await startRoleUsersCluster({ backends: 2, frontends: 2, frontendEnv: { INFERGRID_SCALING: "static" } }, [], logger);
+  cluster = run.cluster;
   await registerService(cluster, emulatedSpec("echo", { initialBackends: 2, maxBackends: 2 }));
   await waitUntilServing(cluster, "echo", { x: { dims: [1], data: [1] } });
 }, 90_000);
 
 afterAll(async () => {
-  await cluster?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  await run?.stop();
 });
 
 describe("signed heartbeats (NATS users per role, as in Kubernetes; real processes)", () => {

@@ -109,6 +109,51 @@ describe("signed heartbeats", () => {
   });
 });
 
+describe("signed job results", () => {
+  const result = (r: Partial<control.IJobItemResult>) =>
+    control.JobItemResult.encode({
+      job: "nightly",
+      item: 17,
+      backendId: "backend-3",
+      digest: "ab".repeat(32),
+      computeMs: 41,
+      doneAtUnixMs: NOW,
+      ...r,
+    }).finish();
+  const checkResult = (raw: Uint8Array, verifier = new HeartbeatVerifier(pem("ca.pem"), () => NOW)) =>
+    verifier.jobResultProblem(control.JobItemResult.decode(raw), raw);
+
+  it("counts a result sealed by the backend it names, also once the certificate has expired", () => {
+    const sealed = signer("backend-3").seal(result({}));
+    expect(checkResult(sealed)).toBeUndefined();
+    // Read three days later, past the certificate's validity: it was valid when the item was done.
+    expect(checkResult(sealed, new HeartbeatVerifier(pem("ca.pem"), () => NOW + 3 * 86_400_000))).toBeUndefined();
+  });
+
+  it("refuses a result unsigned, sealed by another member, or naming another backend", () => {
+    expect(checkResult(result({}))).toBe("unsigned (no certificate or no signature)");
+    expect(checkResult(signer("frontend-0").seal(result({})))).toBe('signed by frontend/frontend-0, but names backend "backend-3"');
+    expect(checkResult(signer("backend-3").seal(result({ backendId: "backend-1" })))).toBe(
+      'signed by backend/backend-3, but names backend "backend-1"',
+    );
+    expect(checkResult(signer("rogue").seal(result({})))).toBe("its certificate is not from the cluster's CA");
+  });
+
+  it("refuses a result changed after sealing, and done times its certificate cannot vouch for", () => {
+    const sealed = signer("backend-3").seal(result({}));
+    const changed = new Uint8Array([...sealed, ...control.JobItemResult.encode({ digest: "cd".repeat(32) }).finish()]);
+    expect(control.JobItemResult.decode(changed).digest).toBe("cd".repeat(32));
+    expect(checkResult(changed)).toBe("its signature does not match its content");
+    expect(checkResult(signer("backend-3").seal(result({ doneAtUnixMs: NOW + 3 * 86_400_000 })))).toMatch(/ahead of this reader's clock/);
+    const later = new HeartbeatVerifier(pem("ca.pem"), () => NOW + 3 * 86_400_000);
+    expect(checkResult(signer("backend-3").seal(result({ doneAtUnixMs: NOW + 2 * 86_400_000 })), later)).toBe(
+      "its certificate was not valid when it says the item was done",
+    );
+    const verifier = new HeartbeatVerifier(pem("ca.pem"), () => NOW);
+    expect(verifier.jobResultProblem(control.JobItemResult.create(), new Uint8Array([0xff, 0xff]))).toMatch(/^not a job result/);
+  });
+});
+
 function readCertDer(name: string): Buffer {
   const text = pem(`${name}.pem`).toString();
   const body = text.replace(/-----(BEGIN|END) CERTIFICATE-----/g, "").replace(/\s+/g, "");

@@ -4,11 +4,12 @@ import { identityFromSubjectAltName } from "@infergrid/runtime";
 import { roleNameOf } from "./subjects.js";
 
 /**
- * Signed heartbeats (docs/security.md). NATS permissions bind a heartbeat subject to a NATS user, but in
- * Kubernetes the users are per role, so any frontend pod could publish another frontend's heartbeat. Each
- * pod's certificate names it (spiffe://infergrid/<role>/<id>, issued per pod), so a process signs its
- * heartbeats with its gRPC certificate's key, and a reader with --signed-heartbeats keeps one only when the
- * certificate chains to its CA, is valid now and names the heartbeat's role and id, and the signature holds.
+ * Signed heartbeats and job results (docs/security.md). NATS permissions bind a heartbeat subject to a NATS user,
+ * but in Kubernetes the users are per role, so any frontend pod could publish another frontend's heartbeat, and
+ * any backend may write the job results' bucket. Each pod's certificate names it (spiffe://infergrid/<role>/<id>,
+ * issued per pod), so a process signs its heartbeats (and a backend its job results) with its gRPC certificate's
+ * key, and a reader with --signed-heartbeats keeps one only when the certificate chains to its CA and names the
+ * sender the message names, and the signature holds.
  */
 
 const CERTIFICATE_FIELD = 10;
@@ -45,7 +46,7 @@ export class HeartbeatSigner {
     return [cert.raw, key];
   }
 
-  /** The heartbeat's bytes with the certificate and the signature over them appended. */
+  /** The message's bytes (a heartbeat or a job item's result) with the certificate and the signature over them appended. */
   seal(encoded: Uint8Array): Uint8Array {
     const signature = sign("sha256", encoded, this.key);
     return appendBytesFields(encoded, [
@@ -86,17 +87,9 @@ export class HeartbeatVerifier {
 
   /** Why `raw` (the bytes that arrived, decoded as `hb`) must not be believed; undefined if it may. */
   problem(hb: control.Heartbeat, raw: Uint8Array): string | undefined {
-    let parts: ReturnType<typeof splitFields>;
-    try {
-      parts = splitFields(raw, PROOF_FIELDS);
-    } catch (err) {
-      return `not a heartbeat: ${err instanceof Error ? err.message : String(err)}`;
-    }
-    const der = parts.taken.get(CERTIFICATE_FIELD);
-    const signature = parts.taken.get(SIGNATURE_FIELD);
-    if (!der || der.length === 0 || !signature || signature.length === 0) return "unsigned (no certificate or no signature)";
-    const cert = this.certificate(der);
-    if (typeof cert === "string") return cert;
+    const sealed = this.unseal(raw, "heartbeat");
+    if (typeof sealed === "string") return sealed;
+    const { cert } = sealed;
     const now = this.now();
     // The same skew as for send times: a certificate issued a moment ago on a node whose clock runs ahead is good.
     if (now < cert.validFrom - HEARTBEAT_MAX_SKEW_MS || now > cert.validTo + HEARTBEAT_MAX_SKEW_MS)
@@ -104,11 +97,48 @@ export class HeartbeatVerifier {
     const role = roleNameOf(hb.role);
     if (cert.role !== role || cert.id !== hb.id)
       return `signed by ${cert.role}/${cert.id}, but speaks for ${role ?? "an unknown role"}/${hb.id}`;
-    if (!verify("sha256", parts.rest, cert.publicKey, signature)) return "its signature does not match its content";
+    if (!sealed.signatureHolds()) return "its signature does not match its content";
     const sentAt = Number(hb.sentAtUnixMs);
     if (!(Math.abs(now - sentAt) <= HEARTBEAT_MAX_SKEW_MS))
       return `sent at ${sentAt}, ${now - sentAt} ms from now (a replay or a bad clock)`;
     return undefined;
+  }
+
+  /**
+   * Why a job item's result (`raw`, decoded as `result`) must not be counted; undefined if it may. It must be
+   * sealed by the backend it names, with a certificate that was valid when it says the item was done. A result is
+   * a record read long after it was written, so its certificate may have expired since; a done time ahead of the
+   * reader's clock is refused (it would let an expired certificate sign for "now").
+   */
+  jobResultProblem(result: control.JobItemResult, raw: Uint8Array): string | undefined {
+    const sealed = this.unseal(raw, "job result");
+    if (typeof sealed === "string") return sealed;
+    const { cert } = sealed;
+    if (cert.role !== "backend" || cert.id !== result.backendId)
+      return `signed by ${cert.role}/${cert.id}, but names backend ${JSON.stringify(result.backendId)}`;
+    if (!sealed.signatureHolds()) return "its signature does not match its content";
+    const doneAt = Number(result.doneAtUnixMs);
+    if (!(doneAt <= this.now() + HEARTBEAT_MAX_SKEW_MS)) return `done at ${doneAt}, ahead of this reader's clock`;
+    if (!(doneAt >= cert.validFrom - HEARTBEAT_MAX_SKEW_MS && doneAt <= cert.validTo + HEARTBEAT_MAX_SKEW_MS))
+      return "its certificate was not valid when it says the item was done";
+    return undefined;
+  }
+
+  /** The certificate that sealed `raw` (checked against the CAs) and a check of its signature; or why there is none. */
+  private unseal(raw: Uint8Array, what: string): { cert: CheckedCertificate; signatureHolds(): boolean } | string {
+    let parts: ReturnType<typeof splitFields>;
+    try {
+      parts = splitFields(raw, PROOF_FIELDS);
+    } catch (err) {
+      return `not a ${what}: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    const der = parts.taken.get(CERTIFICATE_FIELD);
+    const signature = parts.taken.get(SIGNATURE_FIELD);
+    if (!der || der.length === 0 || !signature || signature.length === 0) return "unsigned (no certificate or no signature)";
+    const cert = this.certificate(der);
+    if (typeof cert === "string") return cert;
+    // The signature is checked last, by the caller: cheaper refusals (wrong identity) come first.
+    return { cert, signatureHolds: () => verify("sha256", parts.rest, cert.publicKey, signature) };
   }
 
   private certificate(der: Uint8Array): CheckedCertificate | string {

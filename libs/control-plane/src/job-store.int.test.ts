@@ -2,12 +2,16 @@
  * The job store against a real nats-server with JetStream: idempotent items, claims with ack / nak /
  * redelivery after the ack wait, results written once, progress counts, and removal.
  */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { control } from "@infergrid/proto";
-import { connectNats, createLogger, type NatsConnection } from "@infergrid/runtime";
+import { connectNats, createLogger, makeCa, makeCert, type NatsConnection } from "@infergrid/runtime";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // testkit depends on this package; its NATS launcher depends on nothing, so it is imported by path.
 import { type NatsServerHandle, startNatsServer } from "../../testkit/src/nats-server.js";
+import { HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
 import { type ClaimedItem, decodeItem, encodeItem, JobStore } from "./job-store.js";
 import { ServiceRegistry } from "./service-registry.js";
 import { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET, jobItemsSubject, REGISTRY_BUCKET } from "./subjects.js";
@@ -190,6 +194,60 @@ describe("JobStore (real nats-server)", () => {
     await store.putJob({ spec: spec("gone", 4), state: control.JobState.JOB_STATE_QUEUED }, 0);
     await store.ensureItems(spec("gone", 4));
     expect(await store.progress("gone")).toEqual({ done: 0, pending: 4, inFlight: 0 });
+  });
+
+  it("an audit refuses unsigned, forged, garbled and misplaced results; redo removes them and hands their items out again", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ig-job-audit-"));
+    try {
+      makeCa(dir, "ca");
+      makeCert(dir, "backend-3", "ca", "URI:spiffe://infergrid/backend/backend-3");
+      const pem = (name: string) => readFileSync(join(dir, name));
+      const signed = await JobStore.open(nc, logger, {
+        ackWaitMs: 1000,
+        signer: new HeartbeatSigner(pem("backend-3.pem"), pem("backend-3.key")),
+      });
+      const verifier = new HeartbeatVerifier(pem("ca.pem"));
+      for (const i of [0, 1]) expect(await signed.recordResult(result("audited", i, "backend-3"))).toBe("recorded");
+      // The item recorded a second time (computed twice): the first result stays.
+      expect(await signed.recordResult(result("audited", 1, "backend-3"))).toBe("exists");
+      await store.recordResult(result("audited", 2, "backend-3"));
+      await signed.recordResult(result("audited", 3, "backend-4"));
+      await store.resultsKv.put("audited.4", new Uint8Array([0xff, 0xff, 0xff]));
+      await store.resultsKv.put("audited.5", control.JobItemResult.encode(result("audited", 9, "backend-3")).finish());
+      await store.ensureItems(spec("audited", 7));
+      const last = await signed.claim("audited", { maxWaitMs: 1000 });
+      expect(last?.item).toBe(6);
+      await signed.recordResult(result("audited", 6, "backend-3"));
+      await last?.done();
+      expect(await store.progress("audited")).toEqual({ done: 7, pending: 0, inFlight: 0 });
+
+      const { accepted, refused } = await store.audit("audited", (r, raw) => verifier.jobResultProblem(r, raw));
+      expect(accepted).toBe(3);
+      expect(refused.sort((a, b) => a.item - b.item)).toEqual([
+        { item: 2, backendId: "backend-3", problem: "unsigned (no certificate or no signature)" },
+        { item: 3, backendId: "backend-4", problem: 'signed by backend/backend-3, but names backend "backend-4"' },
+        { item: 4, backendId: "", problem: expect.stringMatching(/^not a job result/) },
+        { item: 5, backendId: "backend-3", problem: "the result of audited.9 under the key audited.5" },
+      ]);
+      // Without a check only what does not read as its key's result is refused.
+      expect((await store.audit("audited")).refused.map((f) => f.item).sort()).toEqual([4, 5]);
+
+      await store.redo("audited", [2, 3, 4, 5]);
+      expect(await store.progress("audited")).toEqual({ done: 3, pending: 4, inFlight: 0 });
+      const again: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const c = await signed.claim("audited", { maxWaitMs: 1000 });
+        if (!c) break;
+        expect(await signed.hasResult("audited", c.item)).toBe(false);
+        await signed.recordResult(result("audited", c.item, "backend-3"));
+        await c.done();
+        again.push(c.item);
+      }
+      expect(again.sort()).toEqual([2, 3, 4, 5]);
+      expect(await store.audit("audited", (r, raw) => verifier.jobResultProblem(r, raw))).toEqual({ accepted: 7, refused: [] });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("a garbled item message is dropped, not handed out, and the next item still is", async () => {

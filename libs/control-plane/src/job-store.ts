@@ -65,7 +65,19 @@ async function ensureItemsStream(jsm: JetStreamManager): Promise<void> {
 export interface JobStoreOptions {
   /** The ack wait of the item consumers this store creates (default DEFAULT_ITEM_ACK_WAIT_MS). */
   ackWaitMs?: number;
+  /** Seals each result this store records (a backend's certificate and key: HeartbeatSigner). */
+  signer?: { seal(encoded: Uint8Array): Uint8Array };
 }
+
+/** A recorded result that an audit refused, and why. */
+export interface RefusedResult {
+  item: number;
+  backendId: string;
+  problem: string;
+}
+
+/** What an audit asks of each recorded result that reads (undefined: it counts; else why it does not). */
+export type ResultCheck = (result: control.JobItemResult, raw: Uint8Array) => string | undefined;
 
 /** An item handed to one worker. Exactly one of done() and abandon() should follow. */
 export interface ClaimedItem {
@@ -132,6 +144,7 @@ export class JobStore {
     readonly resultsKv: KV,
     private readonly ackWaitMs: number,
     private readonly logger: Logger,
+    private readonly signer: JobStoreOptions["signer"],
   ) {}
 
   static async open(nc: NatsConnection, logger: Logger, options: JobStoreOptions = {}): Promise<JobStore> {
@@ -143,7 +156,7 @@ export class JobStore {
     const jobs = await createConcurrently(() => kvm.create(JOBS_BUCKET, { history: 5 }));
     const results = await createConcurrently(() => kvm.create(JOB_RESULTS_BUCKET, { history: 1 }));
     await ensureItemsStream(jsm);
-    return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }));
+    return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }), options.signer);
   }
 
   // ---- jobs ------------------------------------------------------------------------------------------
@@ -272,7 +285,8 @@ export class JobStore {
     checkJobName(job);
     const item = result.item ?? 0;
     const key = jobResultKey(job, item);
-    const bytes = encodeMessage(control.JobItemResult, result);
+    const encoded = encodeMessage(control.JobItemResult, result);
+    const bytes = this.signer ? this.signer.seal(encoded) : encoded;
     try {
       await this.resultsKv.create(key, bytes);
       return "recorded";
@@ -282,6 +296,50 @@ export class JobStore {
       if (e?.operation !== "PUT") throw err;
       return sameBytes(e.value, bytes) ? "recorded" : "exists";
     }
+  }
+
+  /**
+   * Reads every recorded result of the job and sorts them: those that count, and those refused because they do
+   * not read as the result of the item their key names, or `check` refuses them (an unsigned or forged one).
+   * The allocator audits a job before it calls it done; `redo` then puts the refused items back.
+   */
+  async audit(name: string, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }> {
+    checkJobName(name);
+    const keys: string[] = [];
+    for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
+    let accepted = 0;
+    const refused: RefusedResult[] = [];
+    for (let start = 0; start < keys.length; start += READ_WINDOW) {
+      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => this.resultsKv.get(k)));
+      read.forEach((e, i) => {
+        const key = keys[start + i] as string;
+        if (e?.operation !== "PUT") return;
+        const item = Number(key.slice(name.length + 1));
+        const decoded = decodeMessage(control.JobItemResult, e.value);
+        const problem = !decoded.ok
+          ? `not a job result: ${decoded.error}`
+          : `${decoded.value.job}.${decoded.value.item}` !== key
+            ? `the result of ${decoded.value.job}.${decoded.value.item} under the key ${key}`
+            : check?.(decoded.value, e.value);
+        if (problem === undefined) accepted++;
+        else if (Number.isInteger(item) && item >= 0 && item <= 0xffffffff)
+          refused.push({ item, backendId: decoded.ok ? decoded.value.backendId : "", problem });
+      });
+    }
+    return { accepted, refused };
+  }
+
+  /**
+   * Removes the items' results and puts the items back in the job's work queue, to be done again. The results go
+   * first: a worker that claims an item checks for its result before it computes. The subjects are purged (no
+   * delete marker), because results are counted by their subjects (countResults).
+   */
+  async redo(name: string, items: readonly number[]): Promise<void> {
+    checkJobName(name);
+    for (const item of items)
+      await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${jobResultKey(name, item)}` });
+    for (let start = 0; start < items.length; start += PUBLISH_WINDOW)
+      await Promise.all(items.slice(start, start + PUBLISH_WINDOW).map((i) => this.js.publish(jobItemsSubject(name), encodeItem(i))));
   }
 
   // ---- worker side -----------------------------------------------------------------------------------

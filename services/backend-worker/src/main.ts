@@ -1,4 +1,4 @@
-import { JobStore, type MemberHandle, ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { heartbeatSigner, JobStore, type MemberHandle, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { SteadyClock } from "@infergrid/core";
 import { deadlineMs } from "@infergrid/dataplane";
 import { createModelRuntime } from "@infergrid/models";
@@ -108,7 +108,9 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     labelNames: ["job", "outcome"],
     registers: [metrics],
   });
-  const jobStore = await JobStore.open(nc, logger);
+  // Results sealed with the backend's certificate: an allocator with --signed-heartbeats counts no other.
+  const resultSigner = heartbeatSigner(ctx);
+  const jobStore = await JobStore.open(nc, logger, resultSigner ? { signer: resultSigner } : {});
   const jobRunner = new JobRunner({
     backendId: id,
     items: jobStore,

@@ -1,8 +1,9 @@
+import type { ResultCheck } from "@infergrid/control-plane";
 import { FLOORS_SPARE, rateNeed } from "@infergrid/fapes";
 import { backend, control } from "@infergrid/proto";
 import { createLogger, GrpcStatusError } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
-import { type JobsPort, LOAN_DEFAULTS, LoanManager, type LoanView } from "./loans.js";
+import { type JobsPort, LOAN_DEFAULTS, LoanManager, type LoanOptions, type LoanView } from "./loans.js";
 
 const logger = createLogger("test", "loans", "silent");
 const B = backend.BackendState;
@@ -51,12 +52,33 @@ class MemoryJobs implements JobsPort {
     this.records.delete(name);
     this.progressOf.delete(name);
   }
+  /** Per job, its recorded results (unset: its progress's done count, all of them good). */
+  readonly resultsOf = new Map<string, control.JobItemResult[]>();
+  readonly redone: { job: string; items: number[] }[] = [];
+  async audit(name: string, check?: ResultCheck) {
+    const results = this.resultsOf.get(name);
+    if (!results) return { accepted: this.progressOf.get(name)?.done ?? 0, refused: [] };
+    const refused = results.flatMap((r) => {
+      const problem = check?.(r, control.JobItemResult.encode(r).finish());
+      return problem === undefined ? [] : [{ item: r.item, backendId: r.backendId, problem }];
+    });
+    return { accepted: results.length - refused.length, refused };
+  }
+  async redo(name: string, items: readonly number[]) {
+    this.redone.push({ job: name, items: [...items] });
+    this.resultsOf.set(
+      name,
+      (this.resultsOf.get(name) ?? []).filter((r) => !items.includes(r.item)),
+    );
+    const p = this.progressOf.get(name);
+    if (p) this.progressOf.set(name, { ...p, done: p.done - items.length, pending: p.pending + items.length });
+  }
 }
 
 const model = { kind: control.ModelKind.MODEL_KIND_EMULATED, profile: { shape: 0.1, locMs: 0, scaleMs: 10 } };
 const spec = (name: string, over: Partial<control.IBestEffortJobSpec> = {}) => ({ name, model, items: 100, maxBackends: 3, ...over });
 
-function setup() {
+function setup(options: Partial<LoanOptions> = {}) {
   const store = new MemoryJobs();
   const assigned = new Map<string, string>();
   const preempted: string[] = [];
@@ -66,7 +88,7 @@ function setup() {
       assigned.set(id, job);
     },
     logger,
-    { ...LOAN_DEFAULTS, holdMs: 0, progressPeriodMs: 0, headroom: { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 } },
+    { ...LOAN_DEFAULTS, holdMs: 0, progressPeriodMs: 0, headroom: { leadTimeMs: 30_000, memoryMs: 600_000, floor: 1 }, ...options },
     { onPreempted: (j) => preempted.push(j) },
   );
   const ids = ["b1", "b2", "b3", "b4", "b5", "b6"];
@@ -191,6 +213,50 @@ describe("the allocator's loans", () => {
     expect(Number(a.finishedAtUnixMs)).toBe(2_000);
     expect(store.removed).toEqual(["a"]);
     expect(loans.jobOf("b3")).toBe("");
+  });
+
+  it("under signed results, counts only results sealed by a backend that worked for the job; the others are done again", async () => {
+    // The seal's own checks are HeartbeatVerifier's (its tests); here a digest stands for a bad seal.
+    const { loans, view, store } = setup({ resultProblem: (r) => (r.digest === "unsealed" ? "unsigned" : undefined) });
+    await loans.submit(spec("a"), 0);
+    await loans.step(1_000, view());
+    const loaned = [...loans.held()].sort();
+    expect(loaned).toEqual(["b3", "b4", "b5"]);
+    loans.onBackendReport("b1", { service: "svc", harvestJob: "a", state: B.BACKEND_STATE_WARM_IDLE });
+    const result = (item: number, backendId: string, digest = "d") => control.JobItemResult.create({ job: "a", item, backendId, digest });
+    const results = Array.from({ length: 100 }, (_, i) => result(i, loaned[i % 3] as string));
+    results[5] = result(5, "b9");
+    results[6] = result(6, "b4", "unsealed");
+    results[7] = result(7, "b1");
+    store.resultsOf.set("a", results);
+    store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
+    await loans.step(2_000, view());
+    const a = loans.get("a");
+    expect(a.state).toBe(control.JobState.JOB_STATE_RUNNING);
+    expect(store.redone).toEqual([{ job: "a", items: [5, 6] }]);
+    expect(a.itemsRefused).toBe(2);
+    expect(a.itemsDone).toBe(98);
+    // Who worked for it is kept with the job, for an allocator that restarts.
+    expect([...(store.records.get("a")?.job.workers ?? [])].sort()).toEqual(["b1", "b3", "b4", "b5"]);
+    // Done again, by a loaned backend: the job is done.
+    store.resultsOf.set("a", [...(store.resultsOf.get("a") ?? []), result(5, "b3"), result(6, "b4")]);
+    store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
+    await loans.step(3_000, view());
+    expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
+    expect(loans.get("a").itemsDone).toBe(100);
+  });
+
+  it("without signed results, counts a result whatever backend it names", async () => {
+    const { loans, view, store } = setup();
+    await loans.submit(spec("a"), 0);
+    store.resultsOf.set(
+      "a",
+      Array.from({ length: 100 }, (_, i) => control.JobItemResult.create({ job: "a", item: i, backendId: "b9" })),
+    );
+    store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
+    await loans.step(1_000, view());
+    expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
+    expect(store.redone).toEqual([]);
   });
 
   it("shows the serving backends harvesting for a job, and runs a job its harvesters started without a loan", async () => {

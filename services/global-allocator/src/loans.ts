@@ -1,3 +1,4 @@
+import type { RefusedResult, ResultCheck } from "@infergrid/control-plane";
 import { seededRandom } from "@infergrid/core";
 import {
   FLOORS_SPARE,
@@ -18,6 +19,9 @@ import { backend, control } from "@infergrid/proto";
 import { GrpcStatusError, grpc, type Logger } from "@infergrid/runtime";
 import { normalizeJobSpec, sameJobSpec } from "./job-spec.js";
 
+/** Items and backends named per problem when refused results are logged. */
+const ITEMS_LOGGED = 5;
+
 /** What the loan manager needs of the job store (libs/control-plane's JobStore). */
 export interface JobsPort {
   getJob(name: string): Promise<{ job: control.BestEffortJob; revision: number } | undefined>;
@@ -25,6 +29,8 @@ export interface JobsPort {
   listJobs(): Promise<control.BestEffortJob[]>;
   ensureItems(spec: control.IBestEffortJobSpec, keepGoing?: () => boolean): Promise<void>;
   progress(name: string): Promise<{ done: number; pending: number; inFlight: number }>;
+  audit(name: string, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }>;
+  redo(name: string, items: readonly number[]): Promise<void>;
   removeItems(name: string): Promise<void>;
   forgetJob(name: string): Promise<void>;
 }
@@ -51,6 +57,13 @@ export interface LoanOptions {
   seed: number;
   /** A job finished (succeeded or cancelled) this long ago is forgotten: its record and results go, its name is free. */
   finishedRetentionMs: number;
+  /**
+   * Checks a result's seal (--signed-heartbeats: HeartbeatVerifier.jobResultProblem). Given, a job is done only
+   * when every result is sealed by the backend it names and that backend worked for the job; the others are
+   * removed and their items done again. Without it a result's backend name is the backend's word, so only
+   * results that do not read are refused.
+   */
+  resultProblem?: ResultCheck;
 }
 
 export const LOAN_DEFAULTS: Omit<LoanOptions, "headroom"> = {
@@ -300,8 +313,10 @@ export class LoanManager {
       this.touch(before);
       this.touch(harvest);
     }
+    if (harvest) this.addWorker(harvest, id);
     const loan = this.loans.get(id);
     if (report.job) {
+      this.addWorker(report.job, id);
       const r = this.jobs.get(report.job);
       if (r) {
         const before = r.redone.get(id) ?? 0;
@@ -475,6 +490,7 @@ export class LoanManager {
       if (!r?.job.spec) continue;
       await this.assign(id, job, r.job.spec);
       this.loans.set(id, { job, since: now, returningSince: Number.NaN, heard: false });
+      this.addWorker(job, id);
       if (r.job.state === S.JOB_STATE_QUEUED) {
         r.job.state = S.JOB_STATE_RUNNING;
         r.job.startedAtUnixMs = now;
@@ -498,6 +514,54 @@ export class LoanManager {
     if (r) r.dirty = true;
   }
 
+  /** The backend worked for the job (a loan, or its heartbeat said so): its results may count. */
+  private addWorker(job: string, id: string): void {
+    const r = this.jobs.get(job);
+    if (!r || r.job.workers.includes(id)) return;
+    r.job.workers.push(id);
+    r.dirty = true;
+  }
+
+  /**
+   * Before a job whose results number its items is called done: every result must count (it reads, and under
+   * signed results it is sealed by the backend it names and that backend worked for the job). The others are
+   * removed and their items put back; the job goes on. True when every result counts.
+   */
+  private async audited(name: string, r: JobRecord): Promise<boolean> {
+    const check = this.options.resultProblem;
+    const workers = new Set(r.job.workers);
+    const { accepted, refused } = await this.store.audit(
+      name,
+      check &&
+        ((result, raw) =>
+          check(result, raw) ?? (workers.has(result.backendId) ? undefined : `backend ${result.backendId} never worked for the job`)),
+    );
+    if (refused.length === 0) return true;
+    // One line per problem (a forger writes many results the same way), with a few of its items.
+    const byProblem = new Map<string, RefusedResult[]>();
+    for (const f of refused) byProblem.set(f.problem, [...(byProblem.get(f.problem) ?? []), f]);
+    for (const [problem, of] of byProblem)
+      this.logger.warn(
+        {
+          job: name,
+          problem,
+          results: of.length,
+          items: of.slice(0, ITEMS_LOGGED).map((f) => f.item),
+          backends: [...new Set(of.map((f) => f.backendId))].slice(0, ITEMS_LOGGED),
+        },
+        "refused a job result; its item is done again",
+      );
+    await this.store.redo(
+      name,
+      refused.map((f) => f.item),
+    );
+    r.job.itemsRefused += refused.length;
+    r.job.itemsDone = accepted;
+    r.dirty = true;
+    if (r.progress) r.progress = { ...r.progress, done: accepted, pending: r.progress.pending + refused.length };
+    return false;
+  }
+
   private async readProgress(now: number): Promise<void> {
     for (const [name, r] of this.jobs) {
       if (finished(r.job.state) || now - r.progressAt < this.options.progressPeriodMs) continue;
@@ -516,7 +580,7 @@ export class LoanManager {
           r.dirty = true;
         }
         const items = r.job.spec?.items ?? 0;
-        if (p.done >= items) {
+        if (p.done >= items && (await this.audited(name, r))) {
           r.job.state = S.JOB_STATE_SUCCEEDED;
           r.job.finishedAtUnixMs = now;
           r.dirty = true;

@@ -44,6 +44,8 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
   }
   const registry = await ServiceRegistry.open(nc, logger);
   const jobStore = config.loans === "on" ? await JobStore.open(nc, logger) : undefined;
+  // One verifier for heartbeats and job results: the same CA bundle, renewed in place.
+  const verifier = heartbeatVerifier(ctx);
   const { ttlMs, graceMs, settleMs, resumeSettleMs, deafAfterMs } = timing(config);
   const signals = new SignalBook(SIGNAL_KEEP_MS);
   const actuator = createPoolActuator(config, ctx.id, logger);
@@ -153,6 +155,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
                 floor: config.loanHeadroomFloor,
               },
               returnTimeoutMs: config.jobGraceMs + 2 * ttlMs + 10_000,
+              ...(verifier ? { resultProblem: (result, raw) => verifier.jobResultProblem(result, raw) } : {}),
             },
           },
         }
@@ -177,7 +180,7 @@ await runService("global-allocator", allocatorConfig, async (ctx) => {
       { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
     );
   const m = allocatorMetrics(metrics, allocator, () => poolManager?.target, now);
-  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, clock, heartbeatVerifier(ctx));
+  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, clock, verifier);
   const loop = startControlLoop(
     allocator,
     config.controlPeriodMs,
