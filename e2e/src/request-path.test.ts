@@ -159,7 +159,13 @@ describe("the Open Inference Protocol (KServe v2) at the broker", () => {
     });
     expect(await get("/v2/models/ocr-cls")).toEqual({
       status: 200,
-      body: { name: "ocr-cls", versions: [], platform: "onnxruntime_onnx", inputs: [], outputs: [] },
+      body: {
+        name: "ocr-cls",
+        versions: [],
+        platform: "onnxruntime_onnx",
+        inputs: [{ name: "x", datatype: "FP32", shape: [-1, 3, 48, 192] }],
+        outputs: [{ name: "softmax_0.tmp_0", datatype: "FP32", shape: [-1, 2] }],
+      },
     });
 
     const int64 = await postJson("/v2/models/echo/infer", { inputs: [{ name: "ids", shape: [1], datatype: "INT64", data: [5] }] });
@@ -269,6 +275,10 @@ describe("the Open Inference Protocol (KServe v2) over gRPC at the broker", () =
       name: "echo",
       platform: "infergrid_emulated",
     });
+    // A catalogue model's tensors, as a Triton client reads them before it builds a request.
+    const ocr = await call(OpenInferenceDefinition.ModelMetadata, { name: "ocr-cls" });
+    expect(ocr.inputs?.map((t) => [t.name, t.datatype, (t.shape ?? []).map(Number)])).toEqual([["x", "FP32", [-1, 3, 48, 192]]]);
+    expect(ocr.outputs?.map((t) => [t.name, t.datatype, (t.shape ?? []).map(Number)])).toEqual([["softmax_0.tmp_0", "FP32", [-1, 2]]]);
   });
 });
 

@@ -45,8 +45,7 @@ export async function startRoleUsersCluster(
   const pem = (name: string) => readFileSync(join(dir, name));
   makeCa(dir, "ca");
   const identities: (readonly [string, string])[] = [...roles, ["admin", "admin"], ...extra];
-  for (const [id, role] of identities)
-    makeCert(dir, id, "ca", `IP:127.0.0.1,DNS:${SERVER_NAME},URI:spiffe://infergrid/${role}/${id}`);
+  for (const [id, role] of identities) makeCert(dir, id, "ca", `IP:127.0.0.1,DNS:${SERVER_NAME},URI:spiffe://infergrid/${role}/${id}`);
   let cluster: TestCluster;
   try {
     cluster = await startCluster({

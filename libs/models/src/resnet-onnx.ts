@@ -10,13 +10,11 @@ import { endianness } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Random, seededRandom } from "@infergrid/core";
+import { RESNET18_CLASSES, RESNET18_INPUT, RESNET18_OUTPUT, RESNET18_SEED } from "@infergrid/model-catalogue";
 import { encodeOnnxModel, type OnnxAttribute, OnnxAttributeType, OnnxDataType, type OnnxNode, type OnnxTensor } from "./onnx-proto.js";
 
-export const RESNET18_INPUT = "input";
-export const RESNET18_OUTPUT = "logits";
-export const RESNET18_CLASSES = 1000;
-/** Fixed so that every machine generates the same file. */
-export const RESNET18_SEED = 18;
+export { RESNET18_CLASSES, RESNET18_INPUT, RESNET18_OUTPUT, RESNET18_SEED };
+
 /** ONNX opset 17 needs IR version 8. */
 const OPSET = 17;
 const IR_VERSION = 8;

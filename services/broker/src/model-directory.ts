@@ -1,4 +1,13 @@
+import { findOnnxModelInfo, type OnnxInputSpec } from "@infergrid/model-catalogue";
 import { control } from "@infergrid/proto";
+
+/** One tensor a model takes or gives, as the Open Inference Protocol describes it. */
+export interface TensorMetadata {
+  name: string;
+  datatype: "FP32";
+  /** -1: any size (the batch). */
+  shape: number[];
+}
 
 /** A model's metadata as the Open Inference Protocol reports it. */
 export interface ModelMetadata {
@@ -7,10 +16,17 @@ export interface ModelMetadata {
   versions: string[];
   /** What runs it: Triton's name for ONNX Runtime, or this system's emulated model. */
   platform: string;
-  /** Not reported: the broker has the service's spec, not its model's graph (an emulated model takes any tensor). */
-  inputs: [];
-  outputs: [];
+  /** A catalogue model's tensors; none for an emulated model, which takes any tensor and echoes its shapes. */
+  inputs: TensorMetadata[];
+  outputs: TensorMetadata[];
 }
+
+/** A batch of any size first, then the tensor's own dims: what every catalogue model takes and gives. */
+const tensor = (t: Pick<OnnxInputSpec, "name" | "itemDims">): TensorMetadata => ({
+  name: t.name,
+  datatype: "FP32",
+  shape: [-1, ...t.itemDims],
+});
 
 const PLATFORMS: Record<number, string> = {
   [control.ModelKind.MODEL_KIND_EMULATED]: "infergrid_emulated",
@@ -39,7 +55,15 @@ export class ModelDirectory {
   metadata(name: string): ModelMetadata | undefined {
     const entry = this.services.get(name);
     if (entry === undefined) return undefined;
-    const kind = entry.spec?.model?.kind ?? control.ModelKind.MODEL_KIND_UNSPECIFIED;
-    return { name, versions: [], platform: PLATFORMS[kind] ?? "unknown", inputs: [], outputs: [] };
+    const model = entry.spec?.model;
+    const kind = model?.kind ?? control.ModelKind.MODEL_KIND_UNSPECIFIED;
+    const onnx = kind === control.ModelKind.MODEL_KIND_ONNX ? findOnnxModelInfo(model?.onnxModel ?? "") : undefined;
+    return {
+      name,
+      versions: [],
+      platform: PLATFORMS[kind] ?? "unknown",
+      inputs: onnx?.inputs.map(tensor) ?? [],
+      outputs: onnx?.outputs.map(tensor) ?? [],
+    };
   }
 }

@@ -45,6 +45,15 @@ describe("normalizeSpec", () => {
       normalizeSpec({ ...valid, model: { ...onnx, profile: { shape: 0.3, locMs: 5, scaleMs: 2 } } }, defaults).model?.profile?.locMs,
     ).toBe(5);
   });
+
+  it("refuses an ONNX model no backend has in its catalogue, naming the ones there are", () => {
+    const onnx = (onnxModel: string) => ({ ...valid, model: { kind: control.ModelKind.MODEL_KIND_ONNX, onnxModel } });
+    expect(() => normalizeSpec(onnx("resnet50"), defaults)).toThrow(
+      'spec.model.onnx_model: no model "resnet50" in the catalogue (known: ppocr-mobile-cls, resnet18)',
+    );
+    expect(() => normalizeSpec(onnx("constructor"), defaults)).toThrow(/no model "constructor" in the catalogue/);
+    expect(normalizeSpec(onnx(" ppocr-mobile-cls "), defaults).model?.onnxModel).toBe("ppocr-mobile-cls");
+  });
 });
 
 describe("normalizeSpec: per-instance-type profiles", () => {

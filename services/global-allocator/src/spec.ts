@@ -1,6 +1,7 @@
 import { serviceNameProblem } from "@infergrid/control-plane";
 import { lognormalMean } from "@infergrid/core";
 import { profileProblem, type ServiceModel } from "@infergrid/kairos";
+import { findOnnxModelInfo, onnxModels } from "@infergrid/model-catalogue";
 import { control } from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 
@@ -66,7 +67,13 @@ export function normalizeModel(
   if (model.kind === control.ModelKind.MODEL_KIND_EMULATED) {
     if (!p) throw invalid("spec.model.profile is required for MODEL_KIND_EMULATED");
   } else if (model.kind === control.ModelKind.MODEL_KIND_ONNX) {
-    if (!model.onnxModel?.trim()) throw invalid("spec.model.onnx_model is required for MODEL_KIND_ONNX");
+    const name = model.onnxModel?.trim() ?? "";
+    if (!name) throw invalid("spec.model.onnx_model is required for MODEL_KIND_ONNX");
+    // Refused here, not by every backend that would fail to load it.
+    if (!findOnnxModelInfo(name))
+      throw invalid(
+        `spec.model.onnx_model: no model ${JSON.stringify(name)} in the catalogue (known: ${Object.keys(onnxModels).join(", ")})`,
+      );
   } else {
     throw invalid(`spec.model.kind must be MODEL_KIND_EMULATED or MODEL_KIND_ONNX (got ${model.kind ?? 0})`);
   }
