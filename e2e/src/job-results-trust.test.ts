@@ -101,6 +101,7 @@ describe("job results under signed results (NATS users per role, as in Kubernete
       const verifier = new HeartbeatVerifier(pem("ca.pem"));
       const audit = await store.audit(
         job,
+        ITEMS,
         (r, raw) => verifier.jobResultProblem(r, raw) ?? (workers.includes(r.backendId) ? undefined : "not a worker"),
       );
       expect(audit).toEqual({ accepted: ITEMS, refused: [] });

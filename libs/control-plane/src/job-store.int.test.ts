@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // testkit depends on this package; its NATS launcher depends on nothing, so it is imported by path.
 import { type NatsServerHandle, startNatsServer } from "../../testkit/src/nats-server.js";
 import { HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
-import { type ClaimedItem, decodeItem, encodeItem, JobStore } from "./job-store.js";
+import { type ClaimedItem, decodeItem, encodeItem, JobStore, type ResultCheck } from "./job-store.js";
 import { ServiceRegistry } from "./service-registry.js";
 import { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET, jobItemsSubject, REGISTRY_BUCKET } from "./subjects.js";
 
@@ -214,25 +214,36 @@ describe("JobStore (real nats-server)", () => {
       await signed.recordResult(result("audited", 3, "backend-4"));
       await store.resultsKv.put("audited.4", new Uint8Array([0xff, 0xff, 0xff]));
       await store.resultsKv.put("audited.5", control.JobItemResult.encode(result("audited", 9, "backend-3")).finish());
+      // Keys that name none of the job's items: they must not count toward it, however well sealed.
+      await signed.recordResult(result("audited", 9, "backend-3"));
+      await store.resultsKv.put("audited.x", new Uint8Array([1]));
       await store.ensureItems(spec("audited", 7));
       const last = await signed.claim("audited", { maxWaitMs: 1000 });
       expect(last?.item).toBe(6);
       await signed.recordResult(result("audited", 6, "backend-3"));
       await last?.done();
-      expect(await store.progress("audited")).toEqual({ done: 7, pending: 0, inFlight: 0 });
+      expect(await store.progress("audited")).toEqual({ done: 9, pending: 0, inFlight: 0 });
 
-      const { accepted, refused } = await store.audit("audited", (r, raw) => verifier.jobResultProblem(r, raw));
+      const check: ResultCheck = (r, raw) => verifier.jobResultProblem(r, raw);
+      const { accepted, refused } = await store.audit("audited", 7, check);
       expect(accepted).toBe(3);
-      expect(refused.sort((a, b) => a.item - b.item)).toEqual([
-        { item: 2, backendId: "backend-3", problem: "unsigned (no certificate or no signature)" },
-        { item: 3, backendId: "backend-4", problem: 'signed by backend/backend-3, but names backend "backend-4"' },
-        { item: 4, backendId: "", problem: expect.stringMatching(/^not a job result/) },
-        { item: 5, backendId: "backend-3", problem: "the result of audited.9 under the key audited.5" },
+      expect(refused.sort((a, b) => a.key.localeCompare(b.key))).toEqual([
+        { key: "audited.2", item: 2, backendId: "backend-3", problem: "unsigned (no certificate or no signature)" },
+        { key: "audited.3", item: 3, backendId: "backend-4", problem: 'signed by backend/backend-3, but names backend "backend-4"' },
+        { key: "audited.4", item: 4, backendId: "", problem: expect.stringMatching(/^not a job result/) },
+        { key: "audited.5", item: 5, backendId: "backend-3", problem: "the result of audited.9 under the key audited.5" },
+        { key: "audited.9", item: undefined, backendId: "backend-3", problem: "the key audited.9 names none of the job's 7 items" },
+        { key: "audited.x", item: undefined, backendId: "", problem: "the key audited.x names none of the job's 7 items" },
       ]);
-      // Without a check only what does not read as its key's result is refused.
-      expect((await store.audit("audited")).refused.map((f) => f.item).sort()).toEqual([4, 5]);
+      // Without a check only what does not read as the result of one of its items is refused.
+      expect((await store.audit("audited", 7)).refused.map((f) => f.key).sort()).toEqual([
+        "audited.4",
+        "audited.5",
+        "audited.9",
+        "audited.x",
+      ]);
 
-      await store.redo("audited", [2, 3, 4, 5]);
+      await store.redo("audited", refused);
       expect(await store.progress("audited")).toEqual({ done: 3, pending: 4, inFlight: 0 });
       const again: number[] = [];
       for (let i = 0; i < 4; i++) {
@@ -244,7 +255,7 @@ describe("JobStore (real nats-server)", () => {
         again.push(c.item);
       }
       expect(again.sort()).toEqual([2, 3, 4, 5]);
-      expect(await store.audit("audited", (r, raw) => verifier.jobResultProblem(r, raw))).toEqual({ accepted: 7, refused: [] });
+      expect(await store.audit("audited", 7, check)).toEqual({ accepted: 7, refused: [] });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

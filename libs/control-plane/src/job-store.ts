@@ -71,7 +71,10 @@ export interface JobStoreOptions {
 
 /** A recorded result that an audit refused, and why. */
 export interface RefusedResult {
-  item: number;
+  /** Its key in the results' bucket (`<job>.<item>`, or whatever a writer put there). */
+  key: string;
+  /** The job's item its key names, to be done again; undefined when the key names none of the job's items. */
+  item: number | undefined;
   backendId: string;
   problem: string;
 }
@@ -299,11 +302,12 @@ export class JobStore {
   }
 
   /**
-   * Reads every recorded result of the job and sorts them: those that count, and those refused because they do
-   * not read as the result of the item their key names, or `check` refuses them (an unsigned or forged one).
-   * The allocator audits a job before it calls it done; `redo` then puts the refused items back.
+   * Reads every recorded result of the job and sorts them: those that count, and those refused because their key
+   * names none of the job's `items`, they do not read as the result of the item their key names, or `check`
+   * refuses them (an unsigned or forged one). The allocator audits a job before it calls it done; `redo` then
+   * removes the refused ones and puts their items back.
    */
-  async audit(name: string, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }> {
+  async audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }> {
     checkJobName(name);
     const keys: string[] = [];
     for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
@@ -314,30 +318,33 @@ export class JobStore {
       read.forEach((e, i) => {
         const key = keys[start + i] as string;
         if (e?.operation !== "PUT") return;
-        const item = Number(key.slice(name.length + 1));
+        const text = key.slice(name.length + 1);
+        const item = /^(0|[1-9][0-9]{0,9})$/.test(text) && Number(text) < items ? Number(text) : undefined;
         const decoded = decodeMessage(control.JobItemResult, e.value);
-        const problem = !decoded.ok
-          ? `not a job result: ${decoded.error}`
-          : `${decoded.value.job}.${decoded.value.item}` !== key
-            ? `the result of ${decoded.value.job}.${decoded.value.item} under the key ${key}`
-            : check?.(decoded.value, e.value);
+        const problem =
+          item === undefined
+            ? `the key ${key} names none of the job's ${items} items`
+            : !decoded.ok
+              ? `not a job result: ${decoded.error}`
+              : jobResultKey(decoded.value.job, decoded.value.item) !== key
+                ? `the result of ${jobResultKey(decoded.value.job, decoded.value.item)} under the key ${key}`
+                : check?.(decoded.value, e.value);
         if (problem === undefined) accepted++;
-        else if (Number.isInteger(item) && item >= 0 && item <= 0xffffffff)
-          refused.push({ item, backendId: decoded.ok ? decoded.value.backendId : "", problem });
+        else refused.push({ key, item, backendId: decoded.ok ? decoded.value.backendId : "", problem });
       });
     }
     return { accepted, refused };
   }
 
   /**
-   * Removes the items' results and puts the items back in the job's work queue, to be done again. The results go
-   * first: a worker that claims an item checks for its result before it computes. The subjects are purged (no
-   * delete marker), because results are counted by their subjects (countResults).
+   * Removes refused results and puts the items they name back in the job's work queue, to be done again. The
+   * results go first: a worker that claims an item checks for its result before it computes. Their subjects are
+   * purged (no delete marker), because results are counted by their subjects (countResults).
    */
-  async redo(name: string, items: readonly number[]): Promise<void> {
+  async redo(name: string, refused: readonly Pick<RefusedResult, "key" | "item">[]): Promise<void> {
     checkJobName(name);
-    for (const item of items)
-      await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${jobResultKey(name, item)}` });
+    for (const { key } of refused) await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${key}` });
+    const items = refused.flatMap((f) => (f.item === undefined ? [] : [f.item]));
     for (let start = 0; start < items.length; start += PUBLISH_WINDOW)
       await Promise.all(items.slice(start, start + PUBLISH_WINDOW).map((i) => this.js.publish(jobItemsSubject(name), encodeItem(i))));
   }

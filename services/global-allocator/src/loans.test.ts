@@ -54,24 +54,28 @@ class MemoryJobs implements JobsPort {
   }
   /** Per job, its recorded results (unset: its progress's done count, all of them good). */
   readonly resultsOf = new Map<string, control.JobItemResult[]>();
-  readonly redone: { job: string; items: number[] }[] = [];
-  async audit(name: string, check?: ResultCheck) {
+  readonly redone: { job: string; keys: string[] }[] = [];
+  async audit(name: string, items: number, check?: ResultCheck) {
     const results = this.resultsOf.get(name);
     if (!results) return { accepted: this.progressOf.get(name)?.done ?? 0, refused: [] };
     const refused = results.flatMap((r) => {
-      const problem = check?.(r, control.JobItemResult.encode(r).finish());
-      return problem === undefined ? [] : [{ item: r.item, backendId: r.backendId, problem }];
+      const problem = r.item >= items ? "no such item" : check?.(r, control.JobItemResult.encode(r).finish());
+      return problem === undefined
+        ? []
+        : [{ key: `${name}.${r.item}`, item: r.item < items ? r.item : undefined, backendId: r.backendId, problem }];
     });
     return { accepted: results.length - refused.length, refused };
   }
-  async redo(name: string, items: readonly number[]) {
-    this.redone.push({ job: name, items: [...items] });
+  async redo(name: string, refused: readonly { key: string; item: number | undefined }[]) {
+    this.redone.push({ job: name, keys: refused.map((f) => f.key) });
+    const keys = new Set(refused.map((f) => f.key));
     this.resultsOf.set(
       name,
-      (this.resultsOf.get(name) ?? []).filter((r) => !items.includes(r.item)),
+      (this.resultsOf.get(name) ?? []).filter((r) => !keys.has(`${name}.${r.item}`)),
     );
     const p = this.progressOf.get(name);
-    if (p) this.progressOf.set(name, { ...p, done: p.done - items.length, pending: p.pending + items.length });
+    const back = refused.filter((f) => f.item !== undefined).length;
+    if (p) this.progressOf.set(name, { ...p, done: p.done - refused.length, pending: p.pending + back });
   }
 }
 
@@ -207,10 +211,14 @@ describe("the allocator's loans", () => {
     await loans.step(1_000, view());
     store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
     await loans.step(2_000, view());
+    // Done once its results are audited, beside the step: the next step finishes it.
+    expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_RUNNING);
+    await loans.audits();
+    await loans.step(2_100, view());
     const a = loans.get("a");
     expect(a.state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
     expect(a.itemsDone).toBe(100);
-    expect(Number(a.finishedAtUnixMs)).toBe(2_000);
+    expect(Number(a.finishedAtUnixMs)).toBe(2_100);
     expect(store.removed).toEqual(["a"]);
     expect(loans.jobOf("b3")).toBe("");
   });
@@ -228,20 +236,28 @@ describe("the allocator's loans", () => {
     results[5] = result(5, "b9");
     results[6] = result(6, "b4", "unsealed");
     results[7] = result(7, "b1");
+    // A key past the job's items, sealed by a worker: it must not stand in for a missing item.
+    results.push(result(100, "b3"));
+    results.splice(9, 1);
     store.resultsOf.set("a", results);
     store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
+    // The audit runs beside the step; its verdict is acted on by the next.
     await loans.step(2_000, view());
+    await loans.audits();
+    await loans.step(2_100, view());
     const a = loans.get("a");
     expect(a.state).toBe(control.JobState.JOB_STATE_RUNNING);
-    expect(store.redone).toEqual([{ job: "a", items: [5, 6] }]);
-    expect(a.itemsRefused).toBe(2);
-    expect(a.itemsDone).toBe(98);
+    expect(store.redone).toEqual([{ job: "a", keys: ["a.5", "a.6", "a.100"] }]);
+    expect(a.itemsRefused).toBe(3);
+    expect(a.itemsDone).toBe(97);
     // Who worked for it is kept with the job, for an allocator that restarts.
     expect([...(store.records.get("a")?.job.workers ?? [])].sort()).toEqual(["b1", "b3", "b4", "b5"]);
     // Done again, by a loaned backend: the job is done.
-    store.resultsOf.set("a", [...(store.resultsOf.get("a") ?? []), result(5, "b3"), result(6, "b4")]);
+    store.resultsOf.set("a", [...(store.resultsOf.get("a") ?? []), result(5, "b3"), result(6, "b4"), result(9, "b5")]);
     store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
     await loans.step(3_000, view());
+    await loans.audits();
+    await loans.step(3_100, view());
     expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
     expect(loans.get("a").itemsDone).toBe(100);
   });
@@ -255,6 +271,8 @@ describe("the allocator's loans", () => {
     );
     store.progressOf.set("a", { done: 100, pending: 0, inFlight: 0 });
     await loans.step(1_000, view());
+    await loans.audits();
+    await loans.step(1_100, view());
     expect(loans.get("a").state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
     expect(store.redone).toEqual([]);
   });

@@ -29,8 +29,8 @@ export interface JobsPort {
   listJobs(): Promise<control.BestEffortJob[]>;
   ensureItems(spec: control.IBestEffortJobSpec, keepGoing?: () => boolean): Promise<void>;
   progress(name: string): Promise<{ done: number; pending: number; inFlight: number }>;
-  audit(name: string, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }>;
-  redo(name: string, items: readonly number[]): Promise<void>;
+  audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }>;
+  redo(name: string, refused: readonly Pick<RefusedResult, "key" | "item">[]): Promise<void>;
   removeItems(name: string): Promise<void>;
   forgetJob(name: string): Promise<void>;
 }
@@ -97,6 +97,10 @@ interface JobRecord {
   redone: Map<string, number>;
   /** Its items are in the work queue (ensureItems succeeded since this allocator started, or submitted it). */
   itemsPublished: boolean;
+  /** The last audit of its results found every one good and one for every item (cleared by any change of progress). */
+  audited: boolean;
+  /** An audit's outcome, for the next step to apply: the audit runs beside the steps, which own the job record. */
+  auditDone: { accepted: number; refused: number } | undefined;
 }
 
 /** What the allocator tells the loan manager each control step. */
@@ -138,6 +142,8 @@ export class LoanManager {
    * tens of seconds to publish, and the lists, registrations and cancels must not wait for it.
    */
   private readonly publishing = new Map<string, Promise<void>>();
+  /** Audits of jobs' results under way, by job: beside the control step too (a job of a million items is read whole). */
+  private readonly auditing = new Map<string, Promise<void>>();
   private readonly headroom: HeadroomLearner;
   private readonly hold: PeakWindow;
   /** The `floors` rule's per-service floors (the hold is theirs, per service). */
@@ -173,6 +179,8 @@ export class LoanManager {
           redone: new Map(),
           // A restart between a job's record and its items finds the record: the next step publishes them.
           itemsPublished: false,
+          audited: false,
+          auditDone: undefined,
         });
     }
     for (const a of assignments) {
@@ -225,6 +233,8 @@ export class LoanManager {
       dirty: false,
       redone: new Map(),
       itemsPublished: false,
+      audited: false,
+      auditDone: undefined,
     };
     this.jobs.set(spec.name, record);
     this.logger.info({ job: spec.name, items: spec.items, minBackends: spec.minBackends, maxBackends: spec.maxBackends }, "job submitted");
@@ -523,47 +533,68 @@ export class LoanManager {
   }
 
   /**
-   * Before a job whose results number its items is called done: every result must count (it reads, and under
-   * signed results it is sealed by the backend it names and that backend worked for the job). The others are
-   * removed and their items put back; the job goes on. True when every result counts.
+   * Before a job whose results number its items is called done, its results are audited, beside the control step:
+   * every result must count (its key names one of the job's items, it reads as that item's result, and under signed
+   * results it is sealed by the backend it names and that backend worked for the job). The others are removed and
+   * their items put back; the job goes on. `r.audited` is set when every result counts and every item has one.
    */
-  private async audited(name: string, r: JobRecord): Promise<boolean> {
+  private startAudit(name: string, r: JobRecord, items: number): void {
+    if (this.auditing.has(name)) return;
     const check = this.options.resultProblem;
     const workers = new Set(r.job.workers);
-    const { accepted, refused } = await this.store.audit(
-      name,
-      check &&
-        ((result, raw) =>
-          check(result, raw) ?? (workers.has(result.backendId) ? undefined : `backend ${result.backendId} never worked for the job`)),
-    );
-    if (refused.length === 0) return true;
-    // One line per problem (a forger writes many results the same way), with a few of its items.
-    const byProblem = new Map<string, RefusedResult[]>();
-    for (const f of refused) byProblem.set(f.problem, [...(byProblem.get(f.problem) ?? []), f]);
-    for (const [problem, of] of byProblem)
-      this.logger.warn(
-        {
-          job: name,
-          problem,
-          results: of.length,
-          items: of.slice(0, ITEMS_LOGGED).map((f) => f.item),
-          backends: [...new Set(of.map((f) => f.backendId))].slice(0, ITEMS_LOGGED),
-        },
-        "refused a job result; its item is done again",
-      );
-    await this.store.redo(
-      name,
-      refused.map((f) => f.item),
-    );
-    r.job.itemsRefused += refused.length;
-    r.job.itemsDone = accepted;
-    r.dirty = true;
-    if (r.progress) r.progress = { ...r.progress, done: accepted, pending: r.progress.pending + refused.length };
-    return false;
+    const audit = (async () => {
+      try {
+        const { accepted, refused } = await this.store.audit(
+          name,
+          items,
+          check &&
+            ((result, raw) =>
+              check(result, raw) ?? (workers.has(result.backendId) ? undefined : `backend ${result.backendId} never worked for the job`)),
+        );
+        // Read afresh next step: a pass completes the job then, a refusal finds its results gone from the count.
+        r.progressAt = Number.NEGATIVE_INFINITY;
+        if (refused.length === 0) {
+          r.auditDone = { accepted, refused: 0 };
+          return;
+        }
+        // One line per problem (a forger writes many results the same way), with a few of its items.
+        const byProblem = new Map<string, RefusedResult[]>();
+        for (const f of refused) byProblem.set(f.problem, [...(byProblem.get(f.problem) ?? []), f]);
+        for (const [problem, of] of byProblem)
+          this.logger.warn(
+            {
+              job: name,
+              problem,
+              results: of.length,
+              keys: of.slice(0, ITEMS_LOGGED).map((f) => f.key),
+              backends: [...new Set(of.map((f) => f.backendId))].slice(0, ITEMS_LOGGED),
+            },
+            "refused a job result; its item is done again",
+          );
+        await this.store.redo(name, refused);
+        r.auditDone = { accepted, refused: refused.length };
+      } catch (err) {
+        this.logger.warn({ err, job: name }, "auditing the job's results failed; trying again next step");
+      }
+    })().finally(() => this.auditing.delete(name));
+    this.auditing.set(name, audit);
+  }
+
+  /** Resolves once the audits under way now are done (or failed). */
+  async audits(): Promise<void> {
+    await Promise.all(this.auditing.values());
   }
 
   private async readProgress(now: number): Promise<void> {
     for (const [name, r] of this.jobs) {
+      const audit = r.auditDone;
+      if (audit) {
+        r.auditDone = undefined;
+        if (audit.refused > 0) {
+          r.job.itemsRefused += audit.refused;
+          r.dirty = true;
+        } else r.audited = audit.accepted >= (r.job.spec?.items ?? 0);
+      }
       if (finished(r.job.state) || now - r.progressAt < this.options.progressPeriodMs) continue;
       try {
         const p = await this.store.progress(name);
@@ -572,6 +603,7 @@ export class LoanManager {
         if (p.done !== r.job.itemsDone) {
           r.job.itemsDone = p.done;
           r.dirty = true;
+          r.audited = false;
         }
         // Harvesting backends may start a job no loan has: it runs once its items do.
         if (r.job.state === S.JOB_STATE_QUEUED && (p.done > 0 || p.inFlight > 0)) {
@@ -580,7 +612,8 @@ export class LoanManager {
           r.dirty = true;
         }
         const items = r.job.spec?.items ?? 0;
-        if (p.done >= items && (await this.audited(name, r))) {
+        if (p.done >= items && !r.audited) this.startAudit(name, r, items);
+        else if (p.done >= items && r.audited && !this.auditing.has(name)) {
           r.job.state = S.JOB_STATE_SUCCEEDED;
           r.job.finishedAtUnixMs = now;
           r.dirty = true;
