@@ -9,6 +9,7 @@ import {
   encodeRoutedExecute,
   encodeRoutedInfer,
   encodeRoutedInferResponse,
+  entryBytes,
   entryShape,
   executeRequestDeserialize,
   float32Entry,
@@ -260,6 +261,44 @@ describe("routed messages: tensors forwarded as the bytes they came as", () => {
       ),
     );
     expect(() => float32Entry("x", [-1], new Uint8Array())).toThrow(RangeError);
+  });
+
+  it("leaves large values where they are (a split entry) and writes them the same, whole or as chunks", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 4090, max: 4200 }),
+        fc.array(fc.float({ noNaN: true }), { minLength: 1, maxLength: 3 }),
+        (count, small) => {
+          // Values a view into a larger buffer, as the broker's are into a request's body.
+          const body = new Uint8Array(8 + count * 4 + 8);
+          const floats = new Float32Array(body.buffer, 8, count);
+          for (let i = 0; i < count; i++) floats[i] = i / 7;
+          const values = new Uint8Array(body.buffer, 8, count * 4);
+          const big = float32Entry("image", [1, count], values);
+          expect(big instanceof Uint8Array).toBe(count * 4 < 16 * 1024);
+          const tiny = float32Entry("scale", [small.length], new Uint8Array(Float32Array.from(small).buffer));
+          const request = { service: "svc", requestId: "r", deadlineUnixMs: 5, inputs: [tiny, big] };
+          const whole = encodeRoutedInfer(request);
+          const chunks = encodeRoutedInfer.chunks(request);
+          expect(Buffer.concat(chunks).equals(whole)).toBe(true);
+          // The values go out as the caller's bytes, not a copy of them.
+          if (!(big instanceof Uint8Array)) expect(chunks.some((c) => c.buffer === body.buffer)).toBe(true);
+          const decoded = inference.InferRequest.decode(whole);
+          expect(Array.from(decoded.inputs.image?.data ?? [])).toEqual(Array.from(floats));
+          expect(decoded.inputs.image?.dims).toEqual([1, count]);
+          expect(Array.from(decoded.inputs.scale?.data ?? [])).toEqual(Array.from(Float32Array.from(small)));
+          expect(entryShape(big)).toEqual(entryShape(entryBytes(big)));
+          expect(entryShape(big)).toEqual({ name: "image", shape: { dtype: "float32", dims: [1, count], values: count } });
+          // Passed on by the frontend in an Execute, the same bytes.
+          const execute = { service: "svc", requestId: "r", frontendId: "f", inputs: [big], attempt: 1, deadlineUnixMs: 9 };
+          expect(Buffer.concat(encodeRoutedExecute.chunks(execute)).equals(encodeRoutedExecute(execute))).toBe(true);
+          expect(Array.from(backend.ExecuteRequest.decode(encodeRoutedExecute(execute)).inputs.image?.data ?? [])).toEqual(
+            Array.from(floats),
+          );
+        },
+      ),
+      { numRuns: 30 },
+    );
   });
 
   it("skips fields it does not know, as a generated decoder does", () => {

@@ -23,13 +23,35 @@ const { Reader } = protobuf;
 /** One map<string, Tensor> entry as received: the MapEntry message's bytes (key = 1, value = 2), a view. */
 export type RawEntry = Uint8Array;
 
+/**
+ * A float32 input entry written around values it does not copy (float32Entry): its bytes are `head` (the key,
+ * dtype, dims, and the values' tag and length) then `data`, a view of the bytes the values came in, written after
+ * it as they are. Its name and shape are known from what it was made of, not read back.
+ */
+export interface SplitEntry {
+  readonly head: Uint8Array;
+  readonly data: Uint8Array;
+  readonly name: string;
+  readonly shape: TensorShape;
+}
+
+/** An input a request carries on: as received, or written by the broker around its values (SplitEntry). */
+export type InputEntry = RawEntry | SplitEntry;
+
+const isSplit = (e: InputEntry): e is SplitEntry => !(e instanceof Uint8Array);
+
+/** An entry's bytes in one buffer (a split entry's copied together): for tests and for what reads entries whole. */
+export function entryBytes(e: InputEntry): Uint8Array {
+  return isSplit(e) ? Buffer.concat([e.head, e.data]) : e;
+}
+
 /** InferRequest with its inputs undecoded. `undecodable` says why the bytes were not a valid InferRequest. */
 export interface RoutedInferRequest {
   service: string;
   requestId: string;
   deadlineUnixMs: number;
   /** The first ROUTED_INPUTS_KEPT entries. */
-  inputs: RawEntry[];
+  inputs: InputEntry[];
   /** Entries on the wire beyond those kept, counted without being read (a request that large is refused). */
   inputsBeyond?: number;
   undecodable?: string;
@@ -47,7 +69,7 @@ export interface RoutedExecuteRequest {
   service: string;
   requestId: string;
   frontendId: string;
-  inputs: readonly RawEntry[];
+  inputs: readonly InputEntry[];
   attempt: number;
   holdId?: string;
   /** When the frontend stops waiting for this attempt (Unix ms). */
@@ -142,13 +164,30 @@ export function decodeRoutedInfer(bytes: Uint8Array): RoutedInferRequest {
  * copies it again on finish, three copies of a 600 KB tensor a hop where one will do.
  */
 class ExactWriter {
-  private readonly parts: Array<{ tag: number; kind: "bytes" | "string" | "varint"; bytes?: Uint8Array; text?: string; n?: number }> = [];
+  private readonly parts: Array<{
+    tag: number;
+    kind: "bytes" | "string" | "varint" | "split";
+    bytes?: Uint8Array;
+    split?: SplitEntry;
+    text?: string;
+    n?: number;
+  }> = [];
   private size = 0;
 
   bytes(field: number, value: Uint8Array): this {
     const tag = tagOf(field, LEN);
     this.parts.push({ tag, kind: "bytes", bytes: value });
     this.size += varintSize(tag) + varintSize(value.length) + value.length;
+    return this;
+  }
+
+  /** An input entry as a length-delimited field: a split one's head, then its values. */
+  entry(field: number, value: InputEntry): this {
+    if (!isSplit(value)) return this.bytes(field, value);
+    const tag = tagOf(field, LEN);
+    const len = value.head.length + value.data.length;
+    this.parts.push({ tag, kind: "split", split: value, n: len });
+    this.size += varintSize(tag) + varintSize(len) + len;
     return this;
   }
 
@@ -177,8 +216,9 @@ class ExactWriter {
    * it into no buffer of its own.
    */
   chunks(): Buffer[] {
+    const bulkOf = (b: Uint8Array | undefined) => (b !== undefined && b.length >= BULK_BYTES ? b.length : 0);
     const bulk = this.parts.reduce(
-      (n, p) => n + (p.kind === "bytes" && (p.bytes?.length ?? 0) >= BULK_BYTES ? (p.bytes?.length ?? 0) : 0),
+      (n, p) => n + (p.kind === "bytes" ? bulkOf(p.bytes) : p.kind === "split" ? bulkOf(p.split?.data) : 0),
       0,
     );
     const small = Buffer.allocUnsafe(this.size - bulk);
@@ -192,8 +232,13 @@ class ExactWriter {
         pos = writeVarint(small, pos, p.n ?? 0);
         pos += small.write(p.text ?? "", pos, "utf8");
       } else {
-        const b = p.bytes ?? new Uint8Array();
-        pos = writeVarint(small, pos, b.length);
+        let b = p.bytes ?? new Uint8Array();
+        pos = writeVarint(small, pos, p.kind === "split" ? (p.n ?? 0) : b.length);
+        if (p.split) {
+          small.set(p.split.head, pos);
+          pos += p.split.head.length;
+          b = p.split.data;
+        }
         if (b.length >= BULK_BYTES) {
           out.push(small.subarray(from, pos), Buffer.from(b.buffer, b.byteOffset, b.byteLength));
           from = pos;
@@ -216,6 +261,12 @@ class ExactWriter {
       else if (p.kind === "string") {
         pos = writeVarint(buf, pos, p.n ?? 0);
         pos += buf.write(p.text ?? "", pos, "utf8");
+      } else if (p.split) {
+        pos = writeVarint(buf, pos, p.n ?? 0);
+        buf.set(p.split.head, pos);
+        pos += p.split.head.length;
+        buf.set(p.split.data, pos);
+        pos += p.split.data.length;
       } else {
         const b = p.bytes ?? new Uint8Array();
         pos = writeVarint(buf, pos, b.length);
@@ -284,22 +335,24 @@ function writeVarint(buf: Buffer, pos: number, n: number): number {
 
 function routedInferWriter(req: RoutedInferRequest): ExactWriter {
   const w = new ExactWriter().string(1, req.service).string(2, req.requestId);
-  for (const e of req.inputs) w.bytes(3, e);
+  for (const e of req.inputs) w.entry(3, e);
   return w.varint(4, req.deadlineUnixMs);
 }
 
 function routedExecuteWriter(req: RoutedExecuteRequest): ExactWriter {
   const w = new ExactWriter().string(1, req.service).string(2, req.requestId).string(3, req.frontendId);
-  for (const e of req.inputs) w.bytes(4, e);
+  for (const e of req.inputs) w.entry(4, e);
   return w.varint(5, req.attempt).string(6, req.holdId).varint(7, req.deadlineUnixMs);
 }
 
 /**
  * One float32 input as a routed request carries it (a `map<string, Tensor>` entry), written around its values'
  * little-endian bytes, which are what a packed float field holds: a tensor that arrives as raw bytes (the Open
- * Inference Protocol's raw_input_contents) is forwarded with no float read or written, in one copy.
+ * Inference Protocol's raw_input_contents) is forwarded with no float read or written. Values of BULK_BYTES or
+ * more are not copied (a SplitEntry around a view of them: the caller keeps them unchanged until the request is
+ * written); fewer are copied into one buffer with the rest, which costs less than a second chunk.
  */
-export function float32Entry(name: string, dims: readonly number[], littleEndianFloats: Uint8Array): RawEntry {
+export function float32Entry(name: string, dims: readonly number[], littleEndianFloats: Uint8Array): InputEntry {
   for (const d of dims) if (!(Number.isSafeInteger(d) && d >= 0)) throw new RangeError(`dims must be non-negative integers, got ${d}`);
   const nameLen = Buffer.byteLength(name);
   const dtype = "float32";
@@ -311,7 +364,9 @@ export function float32Entry(name: string, dims: readonly number[], littleEndian
     dtype.length +
     (dimsLen > 0 ? 1 + varintSize(dimsLen) + dimsLen : 0) +
     (data > 0 ? 1 + varintSize(data) + data : 0);
-  const buf = Buffer.allocUnsafe(1 + varintSize(nameLen) + nameLen + 1 + varintSize(tensorLen) + tensorLen);
+  const entryLen = 1 + varintSize(nameLen) + nameLen + 1 + varintSize(tensorLen) + tensorLen;
+  const split = data >= BULK_BYTES;
+  const buf = Buffer.allocUnsafe(split ? entryLen - data : entryLen);
   let pos = 0;
   buf[pos++] = tagOf(1, LEN);
   pos = writeVarint(buf, pos, nameLen);
@@ -329,6 +384,7 @@ export function float32Entry(name: string, dims: readonly number[], littleEndian
   if (data > 0) {
     buf[pos++] = tagOf(3, LEN);
     pos = writeVarint(buf, pos, data);
+    if (split) return { head: buf, data: littleEndianFloats, name, shape: { dtype, dims: [...dims], values: data / 4 } };
     buf.set(littleEndianFloats, pos);
   }
   return buf;
@@ -376,7 +432,8 @@ function readDims(r: protobuf.Reader, wt: number, dims: number[]): void {
  * One entry's name and shape, reading dims and counting values without decoding them. A missing value is
  * `null` (the generated decoder's reading too). Duplicate names: the last wins, as when decoding a map.
  */
-export function entryShape(entry: RawEntry): { name: string; shape: TensorShape | null } {
+export function entryShape(entry: InputEntry): { name: string; shape: TensorShape | null } {
+  if (isSplit(entry)) return { name: entry.name, shape: entry.shape };
   const r = Reader.create(entry);
   const { name, value } = readEntry(r, r.len, () => tensorShape(r, entry));
   return { name, shape: value };
@@ -432,7 +489,7 @@ function tensorShape(r: protobuf.Reader, bytes: Uint8Array): TensorShape {
 
 /** Every input's shape by name, or what makes the entries unreadable. */
 export function inputShapes(
-  entries: readonly RawEntry[],
+  entries: readonly InputEntry[],
 ): { ok: true; shapes: Map<string, TensorShape | null> } | { ok: false; error: string } {
   const shapes = new Map<string, TensorShape | null>();
   try {

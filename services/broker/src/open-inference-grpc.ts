@@ -44,8 +44,9 @@ export function openInferenceHandlers(
       ingress.countRejected("grpc", grpc.status.INVALID_ARGUMENT);
       throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     }
-    // Read whole before the first await: on the direct path the request's bytes go back to the pool with the call,
-    // and the routed request holds copies of its tensors (float32Entry).
+    // On the direct path the request's bytes go back to the pool once the call is over, and an image's values are
+    // forwarded as views of them (float32Entry), as Infer forwards its entries: nothing of the request outlives
+    // the call.
     let parsed: ReturnType<typeof fromModelInfer>;
     try {
       parsed = fromModelInfer(req);

@@ -1,6 +1,13 @@
 import { endianness } from "node:os";
 import { MAX_INPUTS } from "@infergrid/dataplane";
-import { type DecodedModelInfer, float32Entry, inference, type openInference, type RoutedInferRequest } from "@infergrid/proto";
+import {
+  type DecodedModelInfer,
+  float32Entry,
+  type InputEntry,
+  inference,
+  type openInference,
+  type RoutedInferRequest,
+} from "@infergrid/proto";
 import { GrpcStatusError, grpc } from "@infergrid/runtime";
 import { z } from "zod";
 
@@ -70,7 +77,7 @@ interface OpenInput {
 function toRequest(model: string, id: string, inputs: readonly OpenInput[], outputs: string[] | undefined): OpenInferenceRequest {
   // Counted before any is converted, with the request path's own bound and message.
   if (inputs.length > MAX_INPUTS) throw invalid(`${inputs.length} inputs, at most ${MAX_INPUTS}`);
-  const entries: Uint8Array[] = [];
+  const entries: InputEntry[] = [];
   const names = new Set<string>();
   for (const input of inputs) {
     const name = JSON.stringify(input.name);
