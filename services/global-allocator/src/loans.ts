@@ -559,7 +559,11 @@ export class LoanManager {
         }
         // One line per problem (a forger writes many results the same way), with a few of its items.
         const byProblem = new Map<string, RefusedResult[]>();
-        for (const f of refused) byProblem.set(f.problem, [...(byProblem.get(f.problem) ?? []), f]);
+        for (const f of refused) {
+          const of = byProblem.get(f.problem);
+          if (of) of.push(f);
+          else byProblem.set(f.problem, [f]);
+        }
         for (const [problem, of] of byProblem)
           this.logger.warn(
             {
@@ -571,6 +575,8 @@ export class LoanManager {
             },
             "refused a job result; its item is done again",
           );
+        // A job cancelled meanwhile keeps its results as they are: its items are not put back.
+        if (finished(r.job.state)) return;
         await this.store.redo(name, refused);
         r.auditDone = { accepted, refused: refused.length };
       } catch (err) {
