@@ -40,11 +40,6 @@ export type InputEntry = RawEntry | SplitEntry;
 
 const isSplit = (e: InputEntry): e is SplitEntry => !(e instanceof Uint8Array);
 
-/** An entry's bytes in one buffer (a split entry's copied together): for tests and for what reads entries whole. */
-export function entryBytes(e: InputEntry): Uint8Array {
-  return isSplit(e) ? Buffer.concat([e.head, e.data]) : e;
-}
-
 /** InferRequest with its inputs undecoded. `undecodable` says why the bytes were not a valid InferRequest. */
 export interface RoutedInferRequest {
   service: string;

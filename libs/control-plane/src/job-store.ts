@@ -113,7 +113,11 @@ export function encodeItem(item: number): Uint8Array {
 
 /** The item index in a message, or undefined when it is not a plain decimal index. */
 export function decodeItem(data: Uint8Array): number | undefined {
-  const text = new TextDecoder().decode(data);
+  return parseItem(new TextDecoder().decode(data));
+}
+
+/** An item index written as plain decimal text (an item message, a result key's last token), or undefined. */
+function parseItem(text: string): number | undefined {
   if (!/^(0|[1-9][0-9]{0,9})$/.test(text)) return undefined;
   const item = Number(text);
   return item <= 0xffffffff ? item : undefined;
@@ -260,15 +264,14 @@ export class JobStore {
 
   // ---- results ---------------------------------------------------------------------------------------
 
-  /** Every recorded result of the job, by item. A garbled one is logged and left out. */
+  /** Every recorded result of the job, by item. A garbled one, or one under another item's key, is logged and left out. */
   async results(name: string): Promise<control.JobItemResult[]> {
     checkJobName(name);
-    const keys: string[] = [];
-    for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
     const out: control.JobItemResult[] = [];
-    for (let start = 0; start < keys.length; start += READ_WINDOW) {
-      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => this.readResult(k)));
-      for (const r of read) if (r) out.push(r);
+    for (const { key, value } of await this.storedResults(name)) {
+      const { result, problem } = resultUnder(key, value);
+      if (result && problem === undefined) out.push(result);
+      else this.logger.warn({ key, problem }, "job result left out");
     }
     return out.sort((a, b) => a.item - b.item);
   }
@@ -309,29 +312,18 @@ export class JobStore {
    */
   async audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }> {
     checkJobName(name);
-    const keys: string[] = [];
-    for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
     let accepted = 0;
     const refused: RefusedResult[] = [];
-    for (let start = 0; start < keys.length; start += READ_WINDOW) {
-      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => this.resultsKv.get(k)));
-      read.forEach((e, i) => {
-        const key = keys[start + i] as string;
-        if (e?.operation !== "PUT") return;
-        const text = key.slice(name.length + 1);
-        const item = /^(0|[1-9][0-9]{0,9})$/.test(text) && Number(text) < items ? Number(text) : undefined;
-        const decoded = decodeMessage(control.JobItemResult, e.value);
-        const problem =
-          item === undefined
-            ? `the key ${key} names none of the job's ${items} items`
-            : !decoded.ok
-              ? `not a job result: ${decoded.error}`
-              : jobResultKey(decoded.value.job, decoded.value.item) !== key
-                ? `the result of ${jobResultKey(decoded.value.job, decoded.value.item)} under the key ${key}`
-                : check?.(decoded.value, e.value);
-        if (problem === undefined) accepted++;
-        else refused.push({ key, item, backendId: decoded.ok ? decoded.value.backendId : "", problem });
-      });
+    for (const { key, value } of await this.storedResults(name)) {
+      const parsed = parseItem(key.slice(name.length + 1));
+      const item = parsed !== undefined && parsed < items ? parsed : undefined;
+      const read = resultUnder(key, value);
+      const problem =
+        item === undefined
+          ? `the key ${key} names none of the job's ${items} items`
+          : (read.problem ?? (read.result && check?.(read.result, value)));
+      if (problem === undefined) accepted++;
+      else refused.push({ key, item, backendId: read.result?.backendId ?? "", problem });
     }
     return { accepted, refused };
   }
@@ -343,7 +335,12 @@ export class JobStore {
    */
   async redo(name: string, refused: readonly Pick<RefusedResult, "key" | "item">[]): Promise<void> {
     checkJobName(name);
-    for (const { key } of refused) await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${key}` });
+    for (let start = 0; start < refused.length; start += PUBLISH_WINDOW)
+      await Promise.all(
+        refused
+          .slice(start, start + PUBLISH_WINDOW)
+          .map(({ key }) => this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${key}` })),
+      );
     const items = refused.flatMap((f) => (f.item === undefined ? [] : [f.item]));
     for (let start = 0; start < items.length; start += PUBLISH_WINDOW)
       await Promise.all(items.slice(start, start + PUBLISH_WINDOW).map((i) => this.js.publish(jobItemsSubject(name), encodeItem(i))));
@@ -447,8 +444,8 @@ export class JobStore {
   private async recordedItems(name: string): Promise<Set<number>> {
     const recorded = new Set<number>();
     for await (const key of await this.resultsKv.keys(`${name}.*`)) {
-      const item = Number(key.slice(name.length + 1));
-      if (Number.isInteger(item)) recorded.add(item);
+      const item = parseItem(key.slice(name.length + 1));
+      if (item !== undefined) recorded.add(item);
     }
     return recorded;
   }
@@ -475,20 +472,30 @@ export class JobStore {
     }
   }
 
-  private async readResult(key: string): Promise<control.JobItemResult | undefined> {
-    const e = await this.resultsKv.get(key);
-    if (e?.operation !== "PUT") return undefined;
-    const decoded = decodeMessage(control.JobItemResult, e.value);
-    if (!decoded.ok) {
-      this.logger.warn({ key, error: decoded.error }, "garbled job result");
-      return undefined;
+  /** Every result key of the job with the bytes it holds (deleted keys left out), read a window at a time. */
+  private async storedResults(name: string): Promise<{ key: string; value: Uint8Array }[]> {
+    const keys: string[] = [];
+    for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
+    const out: { key: string; value: Uint8Array }[] = [];
+    for (let start = 0; start < keys.length; start += READ_WINDOW) {
+      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => this.resultsKv.get(k)));
+      read.forEach((e, i) => {
+        if (e?.operation === "PUT") out.push({ key: keys[start + i] as string, value: e.value });
+      });
     }
-    if (`${decoded.value.job}.${decoded.value.item}` !== key) {
-      this.logger.warn({ key, job: decoded.value.job, item: decoded.value.item }, "job result under another item's key");
-      return undefined;
-    }
-    return decoded.value;
+    return out;
   }
+}
+
+/**
+ * The result a key holds, decoded when it reads, and why it is not the key's item's result (`problem`): bytes that
+ * are not a result, or another item's result.
+ */
+function resultUnder(key: string, value: Uint8Array): { result?: control.JobItemResult; problem?: string } {
+  const decoded = decodeMessage(control.JobItemResult, value);
+  if (!decoded.ok) return { problem: `not a job result: ${decoded.error}` };
+  const own = jobResultKey(decoded.value.job, decoded.value.item);
+  return own === key ? { result: decoded.value } : { result: decoded.value, problem: `the result of ${own} under the key ${key}` };
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

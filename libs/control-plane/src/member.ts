@@ -21,6 +21,8 @@ export interface MemberOptions {
   register(server: grpc.Server): void;
   /** Extra heartbeat fields, read at each beat. */
   heartbeatExtra?: () => Partial<control.IHeartbeat>;
+  /** The process's signer, when it signs more than its heartbeats (a backend's job results); else made here. */
+  signer?: HeartbeatSigner | undefined;
 }
 
 export interface MemberHandle {
@@ -52,7 +54,7 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
     address,
     intervalMs: config.heartbeatMs,
     ...(options.heartbeatExtra ? { extra: options.heartbeatExtra } : {}),
-    signer: heartbeatSigner(ctx),
+    signer: options.signer ?? heartbeatSigner(ctx),
   });
   grpcServer.health.setStatus("", "SERVING");
   return {

@@ -108,9 +108,10 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     labelNames: ["job", "outcome"],
     registers: [metrics],
   });
-  // Results sealed with the backend's certificate: an allocator with --signed-heartbeats counts no other.
-  const resultSigner = heartbeatSigner(ctx);
-  const jobStore = await JobStore.open(nc, logger, resultSigner ? { signer: resultSigner } : {});
+  // Heartbeats and job results sealed with the backend's certificate: an allocator with --signed-heartbeats counts
+  // no other result.
+  const signer = heartbeatSigner(ctx);
+  const jobStore = await JobStore.open(nc, logger, signer ? { signer } : {});
   const jobRunner = new JobRunner({
     backendId: id,
     items: jobStore,
@@ -166,6 +167,7 @@ await runService("backend-worker", backendConfig, async (ctx) => {
     requirePeerRole(config.grpcPeerRoles, ["frontend"], method, handler);
   member = await serveMember(ctx, {
     role: "backend",
+    signer,
     maxReceiveMessageBytes: config.maxRequestBytes,
     heartbeatExtra: () => ({
       backend: { ...worker.report(), ...jobRunner.report(), ...harvester?.report() },
