@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type NatsRole, natsAuthorization, ServiceRegistry, subjects } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition, control } from "@infergrid/proto";
-import { connectNats, createLogger, type NatsConnection, publishMessage, unaryCall } from "@infergrid/runtime";
+import { connectNats, createLogger, inboxPrefixOf, type NatsConnection, publishMessage, unaryCall } from "@infergrid/runtime";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emulatedSpec, expectAllAnswered, registerService, startCluster, type TestCluster, waitUntilServing } from "./process-cluster.js";
 
@@ -228,6 +229,35 @@ describe("NATS least privilege (real nats-server with per-identity users, real p
     await nc.flush();
     await sleep(2000);
     expect([...errors, ...refusals].join("\n")).toMatch(/Permissions Violation for Subscription to "?ig\.load\.\*/);
+    expect(got).toEqual([]);
+    await nc.close();
+  });
+
+  it("a backend reads its own replies only: another's inbox, or every inbox, is refused while JetStream answers it", async () => {
+    const { nc, errors } = await as("backend-0");
+    const got: string[] = [];
+    const refusals: string[] = [];
+    for (const subject of ["_INBOX.>", `${inboxPrefixOf("backend-1")}.>`, `${inboxPrefixOf("observer")}.>`])
+      nc.subscribe(subject, {
+        callback: (err, msg) => {
+          if (err) refusals.push(err.message);
+          else got.push(msg.subject);
+        },
+      });
+    await nc.flush();
+    // Replies on other inboxes while those subscriptions stand: the observer's JetStream calls, and the
+    // backend's own, which come on _INBOX.backend-0 (the subscriptions above would have seen both).
+    const theirs = await jetstreamManager(observer);
+    const own = await jetstreamManager(nc);
+    for (let i = 0; i < 5; i++) {
+      await theirs.getAccountInfo();
+      expect((await own.getAccountInfo()).streams).toBeGreaterThan(0);
+      await sleep(200);
+    }
+    const all = [...errors, ...refusals].join("\n");
+    expect(all).toMatch(/Permissions Violation for Subscription to "?_INBOX\.>/);
+    expect(all).toMatch(/Permissions Violation for Subscription to "?_INBOX\.backend-1\.>/);
+    expect(all).toMatch(/Permissions Violation for Subscription to "?_INBOX\.observer\.>/);
     expect(got).toEqual([]);
     await nc.close();
   });

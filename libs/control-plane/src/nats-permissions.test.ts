@@ -1,4 +1,5 @@
 import { control } from "@infergrid/proto";
+import { inboxPrefixOf } from "@infergrid/runtime";
 import { describe, expect, it } from "vitest";
 import { heartbeatIdentityProblem, type NatsRole, natsAuthorization, rolePermissions } from "./nats-permissions.js";
 
@@ -16,7 +17,12 @@ function matches(pattern: string, subject: string): boolean {
 }
 
 const mayPublish = (role: NatsRole, id: string, subject: string) => {
-  const { allow, deny } = rolePermissions(role, id).publish;
+  const { allow, deny } = rolePermissions(role, id, id).publish;
+  return allow.some((a) => matches(a, subject)) && !deny.some((d) => matches(d, subject));
+};
+
+const maySubscribe = (role: NatsRole, user: string, subject: string) => {
+  const { allow, deny } = rolePermissions(role, user, user).subscribe;
   return allow.some((a) => matches(a, subject)) && !deny.some((d) => matches(d, subject));
 };
 
@@ -69,7 +75,27 @@ describe("rolePermissions", () => {
   });
 });
 
+describe("each user's replies", () => {
+  it("come on its own inbox, which no other user may read", () => {
+    for (const role of ROLES) {
+      expect(maySubscribe(role, "me", `${inboxPrefixOf("me")}.abc123`), role).toBe(true);
+      expect(maySubscribe(role, "me", `${inboxPrefixOf("me")}.abc123.7`), role).toBe(true);
+      // Another user's replies (pulled job items, JetStream's answers), and every reply at once.
+      expect(maySubscribe(role, "me", `${inboxPrefixOf("other")}.abc123`), role).toBe(false);
+      expect(maySubscribe(role, "me", "_INBOX.abc123"), role).toBe(false);
+      expect(rolePermissions(role, "me", "me").subscribe.allow, role).not.toContain("_INBOX.>");
+    }
+    // A user shared by a role's pods (Kubernetes) has one inbox for them all.
+    expect(rolePermissions("backend", "*", "backend").subscribe.allow).toEqual(["_INBOX.backend.>"]);
+  });
+});
+
 describe("natsAuthorization", () => {
+  it("refuses a user name that is not one subject token (it names the user's inbox)", () => {
+    for (const user of ["a.b", "a*", ">", "a b", ""])
+      expect(() => natsAuthorization([{ user, password: "p", role: "backend" }]), user).toThrow(/not a subject token/);
+  });
+
   it("renders one user per identity with its role's permissions, strings quoted", () => {
     const conf = natsAuthorization([
       { user: "frontend-0", password: 'p"w', role: "frontend" },
@@ -77,7 +103,8 @@ describe("natsAuthorization", () => {
     ]);
     expect(conf).toMatch(/^authorization \{\n {2}users = \[\n/);
     expect(conf).toContain('{ user: "frontend-0", password: "p\\"w", permissions: { publish: { allow: ["ig.hb.frontend.frontend-0"');
-    expect(conf).toContain('subscribe: { allow: ["ig.hb.frontend.*", "_INBOX.>"] }');
+    expect(conf).toContain('subscribe: { allow: ["ig.hb.frontend.*", "_INBOX.broker.>"] }');
+    expect(conf).toContain('subscribe: { allow: ["_INBOX.frontend-0.>"] }');
   });
 });
 

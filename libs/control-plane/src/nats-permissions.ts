@@ -1,4 +1,5 @@
 import type { control } from "@infergrid/proto";
+import { inboxPrefixOf, NATS_USER_PATTERN } from "@infergrid/runtime";
 import {
   allJobItems,
   JOB_ITEMS_STREAM,
@@ -22,8 +23,6 @@ export interface NatsPermissions {
   publish: { allow: string[]; deny: string[] };
   subscribe: { allow: string[]; deny: string[] };
 }
-
-const INBOX = "_INBOX.>";
 
 /** JetStream's API for reading KV buckets and consuming streams (watches, gets, pull consumers). */
 const JS_CLIENT = ["$JS.API.>", "$JS.FC.>"];
@@ -51,8 +50,13 @@ const JS_WRITES_DENIED = [
 /** Taking (and acknowledging) job items: the backends' and the allocator's business only. */
 const JOB_CONSUMING = [`$JS.API.CONSUMER.MSG.NEXT.${JOB_ITEMS_STREAM}.>`, `$JS.ACK.${JOB_ITEMS_STREAM}.>`];
 
-export function rolePermissions(role: NatsRole, id: string): NatsPermissions {
+/**
+ * `id`: the heartbeat id the user may speak for ("*": any of its role); `user`: the user name, whose own inbox
+ * (`_INBOX.<user>.>`, where its connection takes its replies) is the only one it may read.
+ */
+export function rolePermissions(role: NatsRole, id: string, user: string): NatsPermissions {
   const own = (r: RoleName) => subjects.heartbeat(r, id);
+  const INBOX = `${inboxPrefixOf(user)}.>`;
   switch (role) {
     case "allocator":
       return {
@@ -117,8 +121,11 @@ export const KUBERNETES_NATS_USERS: readonly NatsUser[] = (
 
 /** nats-server's `authorization` block for these users, each with its role's permissions (its user name is its id). */
 export function natsAuthorization(users: readonly NatsUser[]): string {
+  for (const u of users)
+    if (!NATS_USER_PATTERN.test(u.user))
+      throw new Error(`NATS user ${JSON.stringify(u.user)} is not a subject token: it names the user's inbox`);
   const entries = users.map((u) => {
-    const p = rolePermissions(u.role, u.id ?? u.user);
+    const p = rolePermissions(u.role, u.id ?? u.user, u.user);
     const side = (s: { allow: string[]; deny: string[] }) =>
       s.deny.length > 0 ? `{ allow: ${list(s.allow)}, deny: ${list(s.deny)} }` : `{ allow: ${list(s.allow)} }`;
     const password = u.passwordEnv !== undefined ? `$${u.passwordEnv}` : q(u.password ?? "");

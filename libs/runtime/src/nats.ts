@@ -16,6 +16,19 @@ export interface NatsOptions {
 }
 
 /**
+ * Where a user's replies come (JetStream's answers, pulled job items, KV reads and watches): `_INBOX.<user>`,
+ * so that nats-server can let each user subscribe to its own replies only (libs/control-plane
+ * nats-permissions). Under the default `_INBOX` prefix every user would need `_INBOX.>`, and could read what
+ * JetStream answered any other, job items for other backends included.
+ */
+export function inboxPrefixOf(user: string): string {
+  return `_INBOX.${user}`;
+}
+
+/** A NATS user name is one subject token, since it names the user's inbox. */
+export const NATS_USER_PATTERN = /^[A-Za-z0-9_-]+$/;
+
+/**
  * Connects and keeps reconnecting forever: the fast loop must go on while NATS is away, and
  * pick the control plane up again when it is back.
  */
@@ -26,7 +39,7 @@ export async function connectNats(options: NatsOptions, logger: Logger): Promise
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     waitOnFirstConnect: true,
-    ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? "" }),
+    ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? "", inboxPrefix: inboxPrefixOf(options.user) }),
     ...(options.token === undefined ? {} : { token: options.token }),
     ...(options.tls === undefined ? {} : { tls: options.tls }),
   });

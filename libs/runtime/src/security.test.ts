@@ -27,6 +27,11 @@ describe("resolveSecurity: a configured auth mode without its secret refuses to 
     expect(resolveSecurity({ natsTokenFile: file("token", "tok") }).nats).toEqual({ token: "tok" });
   });
 
+  it("refuses a user name that is not one subject token: it names the user's inbox", () => {
+    for (const user of ["team.backend", "a*", "a b", ">"])
+      expect(() => resolveSecurity({ natsUser: user, natsPass: "p" }), user).toThrow(/is not a NATS subject token/);
+  });
+
   it("refuses a user without a password, naming the options and never a value", () => {
     expect(() => resolveSecurity({ natsUser: "svc-account" })).toThrow(ConfigError);
     expect(() => resolveSecurity({ natsUser: "svc-account" })).toThrow(

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { ConfigError, field } from "./config.js";
 import { grpc, setDefaultGrpcCredentials } from "./grpc.js";
+import { NATS_USER_PATTERN } from "./nats.js";
 import { ReloadingTls } from "./tls-reload.js";
 
 /**
@@ -106,6 +107,11 @@ export function resolveSecurity(config: SecurityConfig): ResolvedSecurity {
     config.natsTokenFile !== undefined ? attempt(() => readSecretFile("natsTokenFile", config.natsTokenFile ?? "")) : config.natsToken;
   if (config.natsUser !== undefined && pass === undefined && config.natsPassFile === undefined) {
     problems.push(`${option("natsUser")} is set but its password is missing: set ${option("natsPass")} or ${option("natsPassFile")}`);
+  }
+  if (config.natsUser !== undefined && !NATS_USER_PATTERN.test(config.natsUser)) {
+    problems.push(
+      `${option("natsUser")} ${JSON.stringify(config.natsUser)} is not a NATS subject token (letters, digits, - and _): its replies come on _INBOX.<user>`,
+    );
   }
   if (pass !== undefined && config.natsUser === undefined) {
     problems.push(`a NATS password is set without ${option("natsUser")}`);
