@@ -103,6 +103,9 @@ async function normalPhase(withFlood: boolean) {
 describe("a hostile client beside normal load", () => {
   it("is refused at the broker with the documented codes while the others keep their p99 within 2x", async () => {
     await pause(1_000); // the start-up requests out of the way
+    // A flood first, not measured: the broker's refusals of each kind compiled before the first pair (in a CI run the
+    // first pair alone gave 3.25x, the three after it 0.89-1.89x).
+    await hostileClient(2_000);
     // Alternated, so that whatever else the machine does weighs on both sides alike; four pairs, each a quiet
     // phase and the flooded one after it, so that one slow moment of the machine (a CI run once saw 2.2x pooled
     // where the same code gives 1.1-1.4x) weighs on one pair's ratio and not on the median of the four.
