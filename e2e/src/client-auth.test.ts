@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { InferenceServiceDefinition } from "@infergrid/proto";
+import { InferenceServiceDefinition, OpenInferenceDefinition } from "@infergrid/proto";
 import { grpc, isServiceError, unaryCall } from "@infergrid/runtime";
 import { eventually, makeCa, makeCert, repoRoot, type ServiceProcess, serviceEntry } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,13 +20,14 @@ let dir = "";
 const tokensFile = () => join(dir, "client-tokens");
 
 /** A token from the CLI: the token on stdout, the tokens file's line on stderr. */
-function makeToken(name: string): { token: string; line: string } {
-  const r = spawnSync(process.execPath, [join(repoRoot, "services/broker/dist/client-token.js"), name], { encoding: "utf8" });
+function makeToken(name: string, services?: string): { token: string; line: string } {
+  const args = [join(repoRoot, "services/broker/dist/client-token.js"), name, ...(services === undefined ? [] : ["--services", services])];
+  const r = spawnSync(process.execPath, args, { encoding: "utf8" });
   expect(r.status).toBe(0);
   const token = r.stdout.trim();
   const line = r.stderr.trim().split("\n").pop() ?? "";
   expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
-  expect(line).toMatch(new RegExp(`^${name} sha256:[0-9a-f]{64}$`));
+  expect(line).toMatch(new RegExp(`^${name} sha256:[0-9a-f]{64}${services === undefined ? "" : ` services=${services}`}$`));
   return { token, line };
 }
 
@@ -44,6 +45,9 @@ const bearer = (token: string) => {
 
 let alpha = { token: "", line: "" };
 let beta = { token: "", line: "" };
+/** Clients limited by the tokens file: gamma to svc, epsilon to another service. */
+let gamma = { token: "", line: "" };
+let epsilon = { token: "", line: "" };
 
 /** The gRPC status of one Infer through the broker (OK or the error's). */
 async function grpcCode(metadata?: grpc.Metadata): Promise<grpc.status> {
@@ -87,7 +91,9 @@ describe("client auth at the broker", () => {
     dir = mkdtempSync(join(tmpdir(), "infergrid-client-auth-"));
     alpha = makeToken("alpha");
     beta = makeToken("beta");
-    writeTokens([alpha.line, beta.line]);
+    gamma = makeToken("gamma", "svc");
+    epsilon = makeToken("epsilon", "ocr,asr");
+    writeTokens([alpha.line, beta.line, gamma.line, epsilon.line]);
     cluster = await startCluster({
       backends: 1,
       frontends: 1,
@@ -157,6 +163,66 @@ describe("client auth at the broker", () => {
     const after = await reachedPastBroker();
     expect(after.frontend - before.frontend).toBe(2);
     expect(after.backend - before.backend).toBe(2);
+  });
+
+  it("refuses a client a service outside its services= list, PERMISSION_DENIED / 403, before it reaches a frontend", async () => {
+    const before = await reachedPastBroker();
+    const forbiddenBefore = await counter(cluster.broker, "infergrid_broker_forbidden_total");
+    const auth = { authorization: `Bearer ${epsilon.token}` };
+    expect(await grpcCode(bearer(epsilon.token))).toBe(grpc.status.PERMISSION_DENIED);
+    const http = await httpInfer(auth);
+    expect(http.status).toBe(403);
+    expect(((await http.json()) as { error: unknown }).error).toEqual({
+      code: "PERMISSION_DENIED",
+      message: 'client epsilon may not call service "svc"',
+    });
+    expect((await fetch(`${cluster.httpUrl}/v1/services/svc/infer`, { method: "POST", headers: auth, body: "{}" })).status).toBe(403);
+    // The Open Inference Protocol's inference, and the model's readiness and metadata: not even whether it exists.
+    const open = await fetch(`${cluster.httpUrl}/v2/models/svc/infer`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ inputs: [{ name: "x", shape: [1, 1], datatype: "FP32", data: [1] }] }),
+    });
+    expect(open.status).toBe(403);
+    expect(await open.json()).toEqual({ error: 'client epsilon may not call service "svc"' });
+    expect((await fetch(`${cluster.httpUrl}/v2/models/svc/ready`, { headers: auth })).status).toBe(403);
+    expect((await fetch(`${cluster.httpUrl}/v2/models/svc`, { headers: auth })).status).toBe(403);
+    expect((await fetch(`${cluster.httpUrl}/v2/models/no-such-model`, { headers: auth })).status).toBe(403);
+    // And the Open Inference Protocol over gRPC.
+    const oip = async <Req, Res>(method: grpc.MethodDefinition<Req, Res>, request: Req, token: string): Promise<grpc.status> => {
+      try {
+        await unaryCall(cluster.brokerClient, method, request, { deadline: Date.now() + 5_000, metadata: bearer(token) });
+        return grpc.status.OK;
+      } catch (err) {
+        if (!isServiceError(err)) throw err;
+        return err.code;
+      }
+    };
+    const modelInfer = { modelName: "svc", inputs: [{ name: "x", datatype: "FP32", shape: [1, 1], contents: { fp32Contents: [1] } }] };
+    expect([
+      await oip(OpenInferenceDefinition.ModelInfer, modelInfer, epsilon.token),
+      await oip(OpenInferenceDefinition.ModelReady, { name: "svc" }, epsilon.token),
+      await oip(OpenInferenceDefinition.ModelMetadata, { name: "no-such-model" }, epsilon.token),
+    ]).toEqual(Array(3).fill(grpc.status.PERMISSION_DENIED));
+    expect((await counter(cluster.broker, "infergrid_broker_forbidden_total")) - forbiddenBefore).toBe(10);
+    expect(await reachedPastBroker()).toEqual(before);
+    expect(cluster.broker.logs.some((l) => l.msg === "refused a call to a service its client may not call" && l.client === "epsilon")).toBe(
+      true,
+    );
+
+    // A client whose list holds the service is answered, as is one with no list; the counters move for them.
+    expect(await grpcCode(bearer(gamma.token))).toBe(grpc.status.OK);
+    expect((await httpInfer({ authorization: `Bearer ${gamma.token}` })).status).toBe(200);
+    expect((await fetch(`${cluster.httpUrl}/v2/models/svc/ready`, { headers: { authorization: `Bearer ${gamma.token}` } })).status).toBe(
+      200,
+    );
+    expect((await fetch(`${cluster.httpUrl}/v2/models/no-such-model`, { headers: { authorization: `Bearer ${beta.token}` } })).status).toBe(
+      404,
+    );
+    expect(await oip(OpenInferenceDefinition.ModelInfer, modelInfer, gamma.token)).toBe(grpc.status.OK);
+    const after = await reachedPastBroker();
+    expect(after.frontend - before.frontend).toBe(3);
+    expect(after.backend - before.backend).toBe(3);
   });
 
   it("keeps one rate bucket per client: a client over its rate does not use up another's", async () => {

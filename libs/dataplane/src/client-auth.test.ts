@@ -55,6 +55,36 @@ describe("parseClientTokens", () => {
     });
   }
 
+  it("reads a client's services, on a token's line or a line of their own", () => {
+    const t = parseClientTokens(
+      `alpha sha256:${sha("a1")} services=ocr,ocr-large\nalpha sha256:${sha("a2")}\nbeta sha256:${sha("b")}\ncert-client services=ocr\n`,
+    );
+    expect(t.clients).toEqual(["alpha", "beta", "cert-client"]);
+    expect(t.byDigest.size).toBe(3);
+    expect([...(t.grants.get("alpha") ?? [])]).toEqual(["ocr", "ocr-large"]);
+    expect([...(t.grants.get("cert-client") ?? [])]).toEqual(["ocr"]);
+    expect(t.grants.has("beta")).toBe(false);
+    // The same list on each of a client's lines, in any order.
+    expect(parseClientTokens(`alpha sha256:${sha("1")} services=b,a\nalpha services=a,b\n`).grants.get("alpha")?.size).toBe(2);
+  });
+
+  const badGrants: [string, string, RegExp][] = [
+    ["an empty list", `alpha sha256:${sha("x")} services=\n`, /f line 1: service name ""/],
+    ["a service the registry could not hold", `alpha services=OCR\n`, /f line 1: service name "OCR"/],
+    ["two lists on a line", `alpha services=a services=b\n`, /f line 1: expected/],
+    ["two hashes on a line", `alpha sha256:${sha("x")} sha256:${sha("y")}\n`, /f line 1: expected/],
+    [
+      "lists that differ",
+      `alpha services=a\n\nalpha sha256:${sha("x")} services=a,b\n`,
+      /f line 3: alpha's services differ from those of line 1/,
+    ],
+  ];
+  for (const [what, text, message] of badGrants) {
+    it(`refuses ${what}, naming the line`, () => {
+      expect(() => parseClientTokens(text, "f")).toThrow(message);
+    });
+  }
+
   it("never echoes a token pasted in place of its hash", () => {
     const token = newClientToken();
     let message = "";
@@ -97,6 +127,14 @@ describe("clientTokenLine and newClientToken", () => {
 
   it("refuses a name the file could not hold", () => {
     expect(() => clientTokenLine("has space", "t")).toThrow(ClientTokensError);
+    expect(() => clientTokenLine("alpha", "t", ["No Such"])).toThrow(/service name "No Such"/);
+  });
+
+  it("writes the services a client may call, which the parser reads back", () => {
+    const line = clientTokenLine("alpha", "t", ["ocr", "asr"]);
+    expect(line).toBe(`alpha sha256:${sha("t")} services=ocr,asr`);
+    const a = new ClientAuthenticator(parseClientTokens(line));
+    expect([a.mayCall("alpha", "ocr"), a.mayCall("alpha", "asr"), a.mayCall("alpha", "llm")]).toEqual([true, true, false]);
   });
 });
 
@@ -138,6 +176,23 @@ describe("ClientAuthenticator", () => {
     expect(a.authenticate(undefined, "gamma")).toEqual({ ok: true, client: "gamma", via: "certificate" });
     expect(a.authenticate(`Bearer ${TOKEN_A}`, "gamma")).toMatchObject({ ok: true, client: "alpha", via: "token" });
     expect(a.authenticate(`Bearer ${newClientToken()}`, "gamma")).toMatchObject({ ok: false, reason: "unknown" });
+  });
+
+  it("lets a client with a services= list call those only, and one without call every service", () => {
+    const a = new ClientAuthenticator(
+      parseClientTokens(`alpha sha256:${sha(TOKEN_A)} services=ocr\nbeta sha256:${sha(TOKEN_B)}\ngamma services=asr\n`),
+    );
+    expect([a.mayCall("alpha", "ocr"), a.mayCall("alpha", "asr")]).toEqual([true, false]);
+    expect([a.mayCall("beta", "ocr"), a.mayCall("beta", "asr")]).toEqual([true, true]);
+    // A client by certificate has the list its name has in the file.
+    expect(a.authenticate(undefined, "gamma")).toMatchObject({ ok: true, client: "gamma" });
+    expect([a.mayCall("gamma", "asr"), a.mayCall("gamma", "ocr")]).toEqual([true, false]);
+    // A line of services alone is no token.
+    expect(a.authenticate("Bearer services=asr")).toMatchObject({ ok: false });
+    expect(a.authenticate("Bearer asr")).toMatchObject({ ok: false, reason: "unknown" });
+    // Lists follow a reload.
+    a.replace(parseClientTokens(`alpha sha256:${sha(TOKEN_A)} services=asr\n`));
+    expect([a.mayCall("alpha", "ocr"), a.mayCall("alpha", "asr")]).toEqual([false, true]);
   });
 
   it("uses a reloaded file from the next request on", () => {

@@ -2,14 +2,15 @@ import { parseArgs } from "node:util";
 import { CLIENT_NAME, clientTokenLine, newClientToken } from "@infergrid/dataplane";
 
 /**
- * Makes a client token for the broker's client auth: `npm run -s client-token -- <name> [--line]`. The token goes
- * to the client, the line (the token's SHA-256, never the token) into the broker's --client-tokens-file. By
+ * Makes a client token for the broker's client auth: `npm run -s client-token -- <name> [--services a,b] [--line]`.
+ * The token goes to the client, the line (the token's SHA-256, never the token, and the services the client may
+ * call when `--services` is given) into the broker's --client-tokens-file. By
  * default the token is written to stdout and the line to stderr; with --line the other way round, so that
  * `... --line >> tokens` appends the line and shows the token.
  */
-const usage = "usage: client-token <client-name> [--line]\n";
+const usage = "usage: client-token <client-name> [--services <service>,...] [--line]\n";
 
-const options = { line: { type: "boolean" }, help: { type: "boolean" } } as const;
+const options = { line: { type: "boolean" }, services: { type: "string" }, help: { type: "boolean" } } as const;
 
 function parse(argv: readonly string[]) {
   try {
@@ -39,7 +40,13 @@ function main(argv: readonly string[]): number {
     return 2;
   }
   const token = newClientToken();
-  const line = clientTokenLine(name, token);
+  let line: string;
+  try {
+    line = clientTokenLine(name, token, parsed.values.services?.split(","));
+  } catch (err) {
+    process.stderr.write(`client-token: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
   if (parsed.values.line) {
     process.stdout.write(`${line}\n`);
     process.stderr.write(`token for ${name} (give it to the client; it is not stored anywhere): ${token}\n`);

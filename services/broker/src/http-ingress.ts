@@ -112,6 +112,21 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     }
   };
 
+  /**
+   * Whether `client` may call `service` (its services= list); if not, the refusal is sent, and counted as the
+   * outcome of an inference request when `inference`. Checked before a body naming the service is converted.
+   */
+  const permitted = (client: string, service: string, reply: FastifyReply, style: ErrorStyle, inference: boolean): boolean => {
+    try {
+      ingress.permit("http", client, service);
+      return true;
+    } catch (err) {
+      if (inference) ingress.countRejected("http", statusOf(err).code);
+      void sendError(reply, err, style);
+      return false;
+    }
+  };
+
   /** Runs one request down the path; `answer` turns the frontend's encoded answer into the route's body. */
   const run = async (
     request: RoutedInferRequest,
@@ -143,6 +158,7 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     client: string,
     reply: FastifyReply,
   ) => {
+    if (service !== undefined && !permitted(client, service, reply, "infergrid", true)) return reply;
     let request: RoutedInferRequest;
     try {
       request = parseInferBody(body, service);
@@ -156,6 +172,7 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
   };
 
   const inferOpen = async (body: unknown, model: string, headers: Record<string, unknown>, client: string, reply: FastifyReply) => {
+    if (!permitted(client, model, reply, "open-inference", true)) return reply;
     let parsed: ReturnType<typeof fromOpenInference>;
     try {
       parsed = fromOpenInference(body, model);
@@ -189,11 +206,13 @@ export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, 
     return reply.code(ready ? 200 : 400).send({ ready });
   });
   app.get<{ Params: { model: string } }>("/v2/models/:model/ready", { onRequest: authenticate }, (req, reply) => {
+    if (!permitted(clientOf(req), req.params.model, reply, "open-inference", false)) return reply;
     const ready = models.ready(req.params.model);
     if (ready === undefined) return sendError(reply, unknownModel(req.params.model), "open-inference");
     return reply.code(ready ? 200 : 400).send({ name: req.params.model, ready });
   });
   app.get<{ Params: { model: string } }>("/v2/models/:model", { onRequest: authenticate }, (req, reply) => {
+    if (!permitted(clientOf(req), req.params.model, reply, "open-inference", false)) return reply;
     const metadata = models.metadata(req.params.model);
     if (metadata === undefined) return sendError(reply, unknownModel(req.params.model), "open-inference");
     return reply.code(200).send(metadata);

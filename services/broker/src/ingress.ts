@@ -49,8 +49,11 @@ export class Ingress {
   private readonly requests: Counter<"protocol" | "code">;
   private readonly duration: Histogram<"protocol">;
   private readonly unauthenticated: Counter<"protocol" | "reason">;
+  private readonly forbidden: Counter<"protocol">;
   /** Per peer address: a client sending without (or with a wrong) token at line rate must not flood the log. */
   private readonly authLogThrottle = new LogThrottle(10_000, 5);
+  /** Per client: one calling a service it may not, at line rate, must not flood the log either. */
+  private readonly forbiddenLogThrottle = new LogThrottle(10_000, 5);
 
   constructor(
     private readonly forwarder: Forwarder,
@@ -79,6 +82,12 @@ export class Ingress {
       labelNames: ["protocol", "reason"],
       registers: [registry],
     });
+    this.forbidden = new Counter({
+      name: "infergrid_broker_forbidden_total",
+      help: "Requests refused because their authenticated client may not call the service they name (its services= list), before any work",
+      labelNames: ["protocol"],
+      registers: [registry],
+    });
   }
 
   /**
@@ -101,6 +110,23 @@ export class Ingress {
     }
     const challenge = decision.reason === "missing" ? 'Bearer realm="infergrid"' : 'Bearer realm="infergrid", error="invalid_token"';
     throw new UnauthenticatedError(decision.message, challenge);
+  }
+
+  /**
+   * Refuses PERMISSION_DENIED a call by `client` (what `admit` returned) to a service outside its `services=` list
+   * in the tokens file: an inference request, or a model's readiness or metadata. Free when client auth is off.
+   */
+  permit(protocol: Protocol, client: string, service: string): void {
+    if (!this.auth || this.auth.authenticator.mayCall(client, service)) return;
+    this.forbidden.inc({ protocol });
+    const log = this.forbiddenLogThrottle.admit(client, this.forwarder.clock.now());
+    if (log.write) {
+      this.auth.logger.warn(
+        { client, service, protocol, suppressed: log.suppressed },
+        "refused a call to a service its client may not call",
+      );
+    }
+    throw new GrpcStatusError(grpc.status.PERMISSION_DENIED, `client ${client} may not call service ${JSON.stringify(service)}`);
   }
 
   /** Whether a frontend is there to take requests (the Open Inference Protocol's server readiness). */
@@ -127,6 +153,8 @@ export class Ingress {
     const clock = this.forwarder.clock;
     const started = clock.now();
     try {
+      // Before the rate limit: a call its client may not make takes nothing from the client's bucket.
+      this.permit(protocol, client, request.service);
       const allowed = this.limiter?.take(client, started);
       if (allowed && !allowed.ok) {
         throw new GrpcStatusError(

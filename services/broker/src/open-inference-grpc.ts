@@ -44,6 +44,12 @@ export function openInferenceHandlers(
       ingress.countRejected("grpc", grpc.status.INVALID_ARGUMENT);
       throw new GrpcStatusError(grpc.status.INVALID_ARGUMENT, req.undecodable);
     }
+    try {
+      ingress.permit("grpc", client, req.modelName);
+    } catch (err) {
+      ingress.countRejected("grpc", grpc.status.PERMISSION_DENIED);
+      throw err;
+    }
     // On the direct path the request's bytes go back to the pool once the call is over, and an image's values are
     // forwarded as views of them (float32Entry), as Infer forwards its entries: nothing of the request outlives
     // the call.
@@ -59,8 +65,10 @@ export function openInferenceHandlers(
   });
   /** The model a readiness or metadata call names, once its caller is admitted; NOT_FOUND for none. */
   const named = (req: { name?: string | null; version?: string | null }, call: Parameters<AdmitCall>[0]): string => {
-    admit(call);
+    const client = admit(call);
     const name = req.name ?? "";
+    // Before the registry is asked: a client learns nothing of a service it may not call, not even whether it exists.
+    ingress.permit("grpc", client, name);
     if (req.version) throw versionProblem(name, req.version);
     if (models.ready(name) === undefined) throw unknownModel(name);
     return name;
