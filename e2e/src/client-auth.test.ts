@@ -277,10 +277,12 @@ describe("client auth at the broker", () => {
 });
 
 /**
- * With gRPC mutual TLS: a client certificate naming spiffe://infergrid/client/<name> authenticates without a
- * token; a certificate of another role does not; a presented token still decides.
+ * With gRPC TLS: a client certificate naming spiffe://infergrid/client/<name> authenticates without a token; a
+ * certificate of another role does not; a presented token still decides. With --client-certificates required (the
+ * default) a client without a certificate of the CA cannot connect; with optional it connects on TLS alone, and a
+ * certificate that does not chain to the CA names no one.
  */
-describe("client auth at the broker by client certificate (mutual TLS)", () => {
+describe.each(["required", "optional"] as const)("client auth at the broker over gRPC TLS, client certificates %s", (mode) => {
   const SERVER_NAME = "infergrid.internal";
   let tlsDir = "";
   let tlsCluster: TestCluster;
@@ -289,9 +291,9 @@ describe("client auth at the broker by client certificate (mutual TLS)", () => {
   const creds = (name: string) =>
     grpc.credentials.createSsl(readFileSync(at("ca.pem")), readFileSync(at(`${name}.key`)), readFileSync(at(`${name}.pem`)));
 
-  /** One Infer through the broker over a channel with `certificate`'s credentials: OK or the error's code. */
-  async function callAs(certificate: string, metadata?: grpc.Metadata): Promise<grpc.status> {
-    const client = new grpc.Client(tlsCluster.broker.ready.grpcAddress ?? "", creds(certificate), channel);
+  /** One Infer through the broker over a channel with these credentials: OK or the error's code. */
+  async function callWith(credentials: grpc.ChannelCredentials, metadata?: grpc.Metadata): Promise<grpc.status> {
+    const client = new grpc.Client(tlsCluster.broker.ready.grpcAddress ?? "", credentials, channel);
     try {
       await unaryCall(client, InferenceServiceDefinition.Infer, { service: "svc" }, { deadline: Date.now() + 5_000, metadata });
       return grpc.status.OK;
@@ -302,6 +304,7 @@ describe("client auth at the broker by client certificate (mutual TLS)", () => {
       client.close();
     }
   }
+  const callAs = (certificate: string, metadata?: grpc.Metadata) => callWith(creds(certificate), metadata);
 
   let delta = { token: "", line: "" };
 
@@ -312,6 +315,9 @@ describe("client auth at the broker by client certificate (mutual TLS)", () => {
     makeCert(tlsDir, "carol", "ca", `IP:127.0.0.1,URI:spiffe://infergrid/client/carol`);
     makeCert(tlsDir, "admin", "ca", `IP:127.0.0.1,URI:spiffe://infergrid/admin/admin`);
     makeCert(tlsDir, "plain", "ca", `IP:127.0.0.1`);
+    // Another CA's certificate with the same client identity as carol's.
+    makeCa(tlsDir, "other-ca");
+    makeCert(tlsDir, "mallory", "other-ca", `IP:127.0.0.1,URI:spiffe://infergrid/client/carol`);
     delta = makeToken("delta");
     writeFileSync(at("client-tokens"), `${delta.line}\n`);
     tlsCluster = await startCluster({
@@ -323,7 +329,7 @@ describe("client auth at the broker by client certificate (mutual TLS)", () => {
         INFERGRID_GRPC_TLS_CA_FILE: at("ca.pem"),
         INFERGRID_GRPC_TLS_SERVER_NAME: SERVER_NAME,
       },
-      brokerEnv: { INFERGRID_CLIENT_TOKENS_FILE: at("client-tokens") },
+      brokerEnv: { INFERGRID_CLIENT_TOKENS_FILE: at("client-tokens"), INFERGRID_CLIENT_CERTIFICATES: mode },
       grpcClient: { credentials: creds("admin"), options: channel },
     });
     await registerService(tlsCluster, emulatedSpec("svc", { initialBackends: 1 }));
@@ -342,5 +348,51 @@ describe("client auth at the broker by client certificate (mutual TLS)", () => {
     expect(await callAs("plain", bearer(delta.token))).toBe(grpc.status.OK);
     // What is presented is checked: a wrong token is refused even with a client certificate.
     expect(await callAs("carol", bearer(makeToken("carol").token))).toBe(grpc.status.UNAUTHENTICATED);
+  });
+
+  it(`${mode === "required" ? "refuses the connection of" : "admits on a token alone"} a client without a certificate of the CA`, async () => {
+    const noCertificate = grpc.credentials.createSsl(readFileSync(at("ca.pem")));
+    const otherCa = grpc.credentials.createSsl(
+      readFileSync(at("ca.pem")),
+      readFileSync(at("mallory.key")),
+      readFileSync(at("mallory.pem")),
+    );
+    const codes = {
+      noCertificate: await callWith(noCertificate),
+      noCertificateWithToken: await callWith(noCertificate, bearer(delta.token)),
+      otherCa: await callWith(otherCa),
+      otherCaWithToken: await callWith(otherCa, bearer(delta.token)),
+      plaintext: await callWith(grpc.credentials.createInsecure(), bearer(delta.token)),
+    };
+    if (mode === "required")
+      expect(codes).toEqual({
+        noCertificate: grpc.status.UNAVAILABLE,
+        noCertificateWithToken: grpc.status.UNAVAILABLE,
+        otherCa: grpc.status.UNAVAILABLE,
+        otherCaWithToken: grpc.status.UNAVAILABLE,
+        plaintext: grpc.status.UNAVAILABLE,
+      });
+    else
+      expect(codes).toEqual({
+        noCertificate: grpc.status.UNAUTHENTICATED,
+        noCertificateWithToken: grpc.status.OK,
+        // Connected, but its certificate names no one: carol's identity is not taken from another CA.
+        otherCa: grpc.status.UNAUTHENTICATED,
+        otherCaWithToken: grpc.status.OK,
+        plaintext: grpc.status.UNAVAILABLE,
+      });
+  });
+});
+
+describe("--client-certificates optional", () => {
+  it("refuses to start without gRPC TLS or without a tokens file, naming the options", () => {
+    const r = spawnSync(process.execPath, [serviceEntry("broker")], {
+      env: { ...process.env, INFERGRID_CLIENT_CERTIFICATES: "optional", INFERGRID_NATS_URL: "nats://127.0.0.1:1" },
+      encoding: "utf8",
+      timeout: 15_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("--client-certificates optional: needs gRPC TLS");
+    expect(r.stderr).toContain("--client-certificates optional: needs --client-tokens-file");
   });
 });

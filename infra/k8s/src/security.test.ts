@@ -280,6 +280,8 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s: security", (ove
     const volume = broker.spec.template.spec.volumes?.find((v) => v.name === mount?.name);
     expect(volume?.secret?.secretName).toBe("infergrid-client-tokens");
     expect(volume?.secret?.items).toEqual([{ key: "tokens", path: file?.slice(`${mount?.mountPath}/`.length) }]);
+    // Its clients from outside hold a token, not a certificate of the cluster's CA.
+    expect(envOf(c, "INFERGRID_CLIENT_CERTIFICATES")).toBe("optional");
   });
 
   it.skipIf(overlay !== "heterogeneous")("wires the per-type backends exactly as production's backend", () => {

@@ -19,6 +19,8 @@ export interface MemberOptions {
   /** HTTP/2 flow-control window per connection (SERVER_WINDOW_BYTES unless given). */
   connectionWindowBytes?: number;
   register(server: grpc.Server): void;
+  /** The server's credentials, when not the process's defaults (the broker's, with client certificates optional). */
+  credentials?: grpc.ServerCredentials | undefined;
   /** Extra heartbeat fields, read at each beat. */
   heartbeatExtra?: () => Partial<control.IHeartbeat>;
   /** The process's signer, when it signs more than its heartbeats (a backend's job results); else made here. */
@@ -46,6 +48,7 @@ export async function serveMember(ctx: ServiceContext<CommonConfig>, options: Me
     ...(options.maxReceiveMessageBytes === undefined ? {} : { maxReceiveMessageBytes: options.maxReceiveMessageBytes }),
     ...(options.windowBytes === undefined ? {} : { windowBytes: options.windowBytes }),
     ...(options.connectionWindowBytes === undefined ? {} : { connectionWindowBytes: options.connectionWindowBytes }),
+    ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
   });
   const address = ctx.advertise(grpcServer.port);
   const heartbeat = startHeartbeat(ctx.nc, {

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { Counter, type Registry } from "prom-client";
 import { z } from "zod";
 import { ConfigError, configHelp, field, loadConfig } from "./config.js";
+import { grpc } from "./grpc.js";
 import { makeInstanceId } from "./ids.js";
 import { announceReady, createLogger, type Logger } from "./logger.js";
 import { createMetricsRegistry, startMetricsServer } from "./metrics.js";
@@ -69,6 +70,13 @@ export interface ServiceContext<C> {
   grpcTls: GrpcTls | undefined;
   /** Calls `listener` with the material each time renewed files are taken (grpcTlsReloadMs); returns the unsubscribe. */
   onGrpcTlsChange(listener: (tls: GrpcTls) => void): () => void;
+  /**
+   * Server credentials on this process's (renewed) TLS material that let a client connect without a certificate
+   * (undefined when gRPC is plaintext). A certificate a client does present is still verified against the CA, and
+   * one that does not chain to it names no one: the caller's auth context is then empty (grpc-js and
+   * unary-direct.ts read a peer certificate only from a connection TLS authorized).
+   */
+  clientCertificateOptional(): grpc.ServerCredentials | undefined;
 }
 
 export interface StartedService {
@@ -86,6 +94,8 @@ export async function runService<S extends z.ZodObject>(
   role: string,
   schema: S,
   start: (ctx: ServiceContext<z.infer<S> & CommonConfig>) => Promise<StartedService>,
+  /** What the options say together that none says alone, checked before anything connects; each names its options. */
+  configProblems?: (config: z.infer<S> & CommonConfig) => string[],
 ): Promise<void> {
   const full = commonSchema.extend(schema.shape);
   if (process.argv.includes("--help")) {
@@ -96,6 +106,8 @@ export async function runService<S extends z.ZodObject>(
   let security: ResolvedSecurity;
   try {
     config = loadConfig(full) as z.infer<S> & CommonConfig;
+    const problems = configProblems?.(config) ?? [];
+    if (problems.length > 0) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}`);
     // A configured auth mode or TLS whose secret or certificate is missing: refuse to start.
     security = resolveSecurity(config);
   } catch (err) {
@@ -136,6 +148,9 @@ export async function runService<S extends z.ZodObject>(
       onGarbled: () => garbled.inc(),
       grpcTls: security.grpc,
       onGrpcTlsChange: (listener) => grpcTls?.onChange(listener) ?? (() => false),
+      clientCertificateOptional: () =>
+        // requestCert stays on (a certificate is asked for and checked); rejectUnauthorized is off.
+        grpcTls === undefined ? undefined : grpc.experimental.createCertificateProviderServerCredentials(grpcTls, grpcTls, false),
     });
     installShutdown(
       logger,

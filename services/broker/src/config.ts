@@ -40,6 +40,27 @@ export const brokerConfig = z.object({
     .describe(
       "client auth: file of '<client> sha256:<hex of SHA-256 of its token>' lines; every request then needs 'authorization: Bearer <token>' (reloaded on SIGHUP; docs/security.md)",
     ),
+  clientCertificates: z
+    .enum(["required", "optional"])
+    .default("required")
+    .describe(
+      "gRPC TLS on the broker's port: 'required', a client presents a certificate of the CA; 'optional', a client may come with TLS and a token alone (needs --client-tokens-file; a presented certificate still names a client only if it chains to the CA)",
+    ),
 });
 
 export type BrokerConfig = z.infer<typeof brokerConfig>;
+
+/** What the options say together that none says alone; each problem names its options. */
+export function brokerConfigProblems(
+  config: Pick<BrokerConfig, "clientCertificates" | "clientTokensFile"> & { grpcTlsCertFile?: string | undefined },
+): string[] {
+  const problems: string[] = [];
+  if (config.clientCertificates === "optional") {
+    if (config.grpcTlsCertFile === undefined)
+      problems.push("--client-certificates optional: needs gRPC TLS (--grpc-tls-cert-file, --grpc-tls-key-file, --grpc-tls-ca-file)");
+    // Without tokens, a client certificate is the only credential: optional, it would let anyone call.
+    if (config.clientTokensFile === undefined)
+      problems.push("--client-certificates optional: needs --client-tokens-file (without it, anyone who reaches the port may call)");
+  }
+  return problems;
+}
