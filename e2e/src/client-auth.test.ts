@@ -384,15 +384,21 @@ describe.each(["required", "optional"] as const)("client auth at the broker over
   });
 });
 
-describe("--client-certificates optional", () => {
-  it("refuses to start without gRPC TLS or without a tokens file, naming the options", () => {
+describe("--client-certificates optional, --http-tls", () => {
+  it("refuse to start without gRPC TLS or without a tokens file, naming the options", () => {
     const r = spawnSync(process.execPath, [serviceEntry("broker")], {
-      env: { ...process.env, INFERGRID_CLIENT_CERTIFICATES: "optional", INFERGRID_NATS_URL: "nats://127.0.0.1:1" },
+      env: {
+        ...process.env,
+        INFERGRID_CLIENT_CERTIFICATES: "optional",
+        INFERGRID_HTTP_TLS: "true",
+        INFERGRID_NATS_URL: "nats://127.0.0.1:1",
+      },
       encoding: "utf8",
       timeout: 15_000,
     });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("--client-certificates optional: needs gRPC TLS");
     expect(r.stderr).toContain("--client-certificates optional: needs --client-tokens-file");
+    expect(r.stderr).toContain("--http-tls: needs gRPC TLS");
   });
 });

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes, X509Certificate } from "node:crypto";
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -33,6 +34,53 @@ let rawFrontend: RawProcess | undefined;
 
 const makeCa = (name: string) => makeTestCa(dir, name);
 const makeCert = (name: string, ca: string, san: string) => makeTestCert(dir, name, ca, san);
+
+/** One POST to the broker's HTTPS ingress, trusting `ca` (the cluster's by default). */
+function httpsPost(route: string, body: string, ca = readFileSync(path("ca.pem"))): Promise<{ status: number; body: string }> {
+  const address = must(cluster, "cluster").broker.ready.httpAddress ?? "";
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      {
+        host: "127.0.0.1",
+        port: Number(address.slice(address.lastIndexOf(":") + 1)),
+        path: route,
+        method: "POST",
+        ca,
+        headers: { "content-type": "application/json" },
+      },
+      (res) => {
+        let text = "";
+        res.on("data", (d: Buffer) => {
+          text += d.toString();
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** The serial number of the certificate a TLS port of the broker presents to a new connection. */
+function servedSerial(address: string, alpn: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const socket = tlsConnect(
+      {
+        host: "127.0.0.1",
+        port: Number(address.slice(address.lastIndexOf(":") + 1)),
+        ca: readFileSync(path("ca.pem")),
+        cert: readFileSync(path("svc.pem")),
+        key: readFileSync(path("svc.key")),
+        ALPNProtocols: [alpn],
+      },
+      () => {
+        resolve(socket.getPeerCertificate().serialNumber);
+        socket.destroy();
+      },
+    );
+    socket.on("error", reject);
+  });
+}
 
 /** NATS TLS (CA + client certificate) and gRPC mTLS settings, shared by every service. */
 function tlsEnv(): Record<string, string> {
@@ -157,7 +205,7 @@ beforeAll(async () => {
     allocatorEnv: passFromFile(),
     backendEnv: passFromFile(),
     frontendEnv: passFromFile(),
-    brokerEnv: passInline(),
+    brokerEnv: { ...passInline(), INFERGRID_HTTP_TLS: "true" },
     // The test presents the services' certificate and checks the broker's against 127.0.0.1 (its IP SAN).
     grpcClient: { credentials: clientCreds("ca", "svc") },
   });
@@ -218,17 +266,20 @@ describe("the request path with NATS TLS + auth and gRPC mTLS everywhere", () =>
     expect(must(rawFrontend, "raw frontend").output()).toContain("connected to nats");
   });
 
-  it("the broker's HTTP/JSON ingress is not covered by the gRPC TLS settings: it still answers plain HTTP", async () => {
+  it("the broker's HTTP/JSON ingress serves HTTPS with the gRPC certificate (--http-tls), and no plain HTTP", async () => {
     const c = must(cluster, "cluster");
-    const res = await fetch(`${c.httpUrl}/v1/infer`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ service: "echo", request_id: "http-1", inputs: { x: { dims: [1], data: [3] } } }),
-    });
+    const res = await httpsPost(
+      "/v1/infer",
+      JSON.stringify({ service: "echo", request_id: "http-1", inputs: { x: { dims: [1], data: [3] } } }),
+    );
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { requestId?: string; backendId?: string };
+    const body = JSON.parse(res.body) as { requestId?: string; backendId?: string };
     expect(body.requestId).toBe("http-1");
     expect(body.backendId).toMatch(/^backend-\d$/);
+    // Plain HTTP to the same port gets no answer a client could read as one.
+    await expect(fetch(`${c.httpUrl}/v1/infer`, { method: "POST", body: "{}" })).rejects.toThrow();
+    // Nor does a client that does not trust the cluster's CA.
+    await expect(httpsPost("/v1/infer", "{}", readFileSync(path("rogue-ca.pem")))).rejects.toThrow(/certificate/);
   });
 });
 
@@ -385,32 +436,18 @@ describe("a certificate renewed in place (cert-manager rewrites the mounted file
     const c = must(cluster, "cluster");
     makeCert("svc-next", "ca", `IP:127.0.0.1,DNS:${SERVER_NAME}`);
     const next = new X509Certificate(readFileSync(path("svc-next.pem"))).serialNumber;
-    const address = c.broker.ready.grpcAddress ?? "";
-    const served = () =>
-      new Promise<string>((resolve, reject) => {
-        const socket = tlsConnect(
-          {
-            host: "127.0.0.1",
-            port: Number(address.slice(address.lastIndexOf(":") + 1)),
-            ca: readFileSync(path("ca.pem")),
-            cert: readFileSync(path("svc.pem")),
-            key: readFileSync(path("svc.key")),
-            ALPNProtocols: ["h2"],
-          },
-          () => {
-            resolve(socket.getPeerCertificate().serialNumber);
-            socket.destroy();
-          },
-        );
-        socket.on("error", reject);
-      });
+    const served = () => servedSerial(c.broker.ready.grpcAddress ?? "", "h2");
+    // The HTTPS ingress (--http-tls) serves the same certificate and takes the renewed one with it.
+    const servedOnHttps = () => servedSerial(c.broker.ready.httpAddress ?? "", "http/1.1");
     expect(await served()).not.toBe(next);
+    expect(await servedOnHttps()).toBe(await served());
     // The certificate first, the key a moment later: the half-written pair is passed over, the whole one taken.
     copyFileSync(path("svc-next.pem"), path("svc.pem"));
     await sleep(1_200);
     copyFileSync(path("svc-next.key"), path("svc.key"));
     await sleep(1_500);
     expect(await served()).toBe(next);
+    expect(await servedOnHttps()).toBe(next);
     const logged = (p: { logs: { msg?: string }[] }, msg: string) => p.logs.some((l) => l.msg === msg);
     for (const p of [c.broker, ...c.frontends, ...c.backends]) {
       expect(logged(p, "gRPC TLS files not taken; the certificate in use stays"), p.name).toBe(true);

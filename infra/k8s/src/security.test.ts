@@ -282,6 +282,10 @@ describe.skipIf(!kubectl).each(overlays)("infra/k8s/overlays/%s: security", (ove
     expect(volume?.secret?.items).toEqual([{ key: "tokens", path: file?.slice(`${mount?.mountPath}/`.length) }]);
     // Its clients from outside hold a token, not a certificate of the cluster's CA.
     expect(envOf(c, "INFERGRID_CLIENT_CERTIFICATES")).toBe("optional");
+    // Tokens over HTTPS only.
+    expect(envOf(c, "INFERGRID_HTTP_TLS")).toBe("true");
+    // Both need the gRPC certificate, or the broker refuses to start.
+    expect(envOf(c, "INFERGRID_GRPC_TLS_CERT_FILE")).toBeTruthy();
   });
 
   it.skipIf(overlay !== "heterogeneous")("wires the per-type backends exactly as production's backend", () => {

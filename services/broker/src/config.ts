@@ -46,15 +46,24 @@ export const brokerConfig = z.object({
     .describe(
       "gRPC TLS on the broker's port: 'required', a client presents a certificate of the CA; 'optional', a client may come with TLS and a token alone (needs --client-tokens-file; a presented certificate still names a client only if it chains to the CA)",
     ),
+  httpTls: field
+    .bool(false)
+    .describe(
+      "serve the HTTP/JSON ingress over HTTPS with the gRPC TLS certificate and key, renewed in place as they are (needs gRPC TLS): bearer tokens never cross the wire in clear",
+    ),
 });
 
 export type BrokerConfig = z.infer<typeof brokerConfig>;
 
 /** What the options say together that none says alone; each problem names its options. */
 export function brokerConfigProblems(
-  config: Pick<BrokerConfig, "clientCertificates" | "clientTokensFile"> & { grpcTlsCertFile?: string | undefined },
+  config: Pick<BrokerConfig, "clientCertificates" | "clientTokensFile" | "httpTls"> & { grpcTlsCertFile?: string | undefined },
 ): string[] {
   const problems: string[] = [];
+  if (config.httpTls && config.grpcTlsCertFile === undefined)
+    problems.push(
+      "--http-tls: needs gRPC TLS (--grpc-tls-cert-file, --grpc-tls-key-file, --grpc-tls-ca-file), whose certificate it serves",
+    );
   if (config.clientCertificates === "optional") {
     if (config.grpcTlsCertFile === undefined)
       problems.push("--client-certificates optional: needs gRPC TLS (--grpc-tls-cert-file, --grpc-tls-key-file, --grpc-tls-ca-file)");

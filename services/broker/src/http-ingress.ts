@@ -1,4 +1,5 @@
 import { STATUS_CODES } from "node:http";
+import { Server as TlsServer } from "node:tls";
 import { retryAfterMs } from "@infergrid/dataplane";
 import { decodeRoutedInfer, inference, type RoutedInferRequest } from "@infergrid/proto";
 import { GrpcStatusError, grpc, httpStatusForGrpc, type Logger, statusOf } from "@infergrid/runtime";
@@ -55,6 +56,16 @@ export interface HttpIngressOptions {
   serverVersion: string;
   /** The registered services, for the Open Inference Protocol's model readiness and metadata. */
   models: ModelDirectory;
+  /** HTTPS with this certificate and key (`renewHttpsCertificate` takes renewed ones); plain HTTP without. */
+  tls?: { cert: Buffer; key: Buffer } | undefined;
+}
+
+/** New connections to an HTTPS ingress take this certificate and key; a plain HTTP ingress is left as it is. */
+export function renewHttpsCertificate(app: FastifyInstance, tls: { cert: Buffer; key: Buffer }): boolean {
+  const server: unknown = app.server;
+  if (!(server instanceof TlsServer)) return false;
+  server.setSecureContext({ cert: tls.cert, key: tls.key });
+  return true;
 }
 
 /**
@@ -76,16 +87,20 @@ function clientErrorAnswer(code: string | undefined): { http: number; grpc: grpc
  */
 export function buildHttpIngress(ingress: Ingress, options: HttpIngressOptions, logger: Logger): FastifyInstance {
   const { maxRequestBytes, requestTimeoutHeader = "x-request-timeout-ms", serverVersion, models } = options;
+  // Node checks these every connectionsCheckingInterval (30 s by default): often enough to keep them. Its
+  // request timeout is not enforced while the headers' (60 s by default) is longer.
+  const serverOptions = {
+    headersTimeout: options.receiveTimeoutMs,
+    connectionsCheckingInterval: Math.max(100, Math.min(1_000, options.receiveTimeoutMs / 2)),
+  };
+  // Fastify types an HTTPS instance apart from an HTTP one; its routes, hooks and handlers are the same.
   const app = Fastify({
     bodyLimit: maxRequestBytes,
     logger: false,
     requestTimeout: options.receiveTimeoutMs,
-    // Node checks these every connectionsCheckingInterval (30 s by default): often enough to keep them. Its
-    // request timeout is not enforced while the headers' (60 s by default) is longer.
-    http: {
-      headersTimeout: options.receiveTimeoutMs,
-      connectionsCheckingInterval: Math.max(100, Math.min(1_000, options.receiveTimeoutMs / 2)),
-    },
+    ...(options.tls === undefined
+      ? { http: serverOptions }
+      : { https: { ...serverOptions, cert: options.tls.cert, key: options.tls.key } }),
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
       if (err.code === "ECONNRESET" || socket.destroyed) return;
       const answer = clientErrorAnswer(err.code);

@@ -8,6 +8,7 @@ import {
   CLIENT_FACING_WINDOW_BYTES,
   ClientCache,
   callSignal,
+  type GrpcTls,
   type grpc,
   type Logger,
   peerIdentity,
@@ -19,7 +20,7 @@ import { Counter } from "prom-client";
 import { brokerConfig, brokerConfigProblems } from "./config.js";
 import { Forwarder, watchFrontends } from "./forwarder.js";
 import { FrontendRotation } from "./frontend-rotation.js";
-import { buildHttpIngress } from "./http-ingress.js";
+import { buildHttpIngress, renewHttpsCertificate } from "./http-ingress.js";
 import { Ingress, type IngressAuth } from "./ingress.js";
 import { ModelDirectory } from "./model-directory.js";
 import { OpenInferenceServingDefinition, openInferenceHandlers } from "./open-inference-grpc.js";
@@ -107,11 +108,24 @@ await runService(
     const models = new ModelDirectory();
     const registry = await ServiceRegistry.open(nc, logger);
     const stopModelWatch = registry.watchServices((name, entry) => models.update(name, entry));
+    const certificate = (tls: GrpcTls | undefined) => (tls?.cert && tls.key ? { cert: tls.cert, key: tls.key } : undefined);
+    const httpsCertificate = config.httpTls ? certificate(ctx.grpcTls) : undefined;
     const http = buildHttpIngress(
       ingress,
-      { maxRequestBytes: config.maxRequestBytes, receiveTimeoutMs: config.httpReceiveTimeoutMs, serverVersion: version, models },
+      {
+        maxRequestBytes: config.maxRequestBytes,
+        receiveTimeoutMs: config.httpReceiveTimeoutMs,
+        serverVersion: version,
+        models,
+        tls: httpsCertificate,
+      },
       logger,
     );
+    // cert-manager renews the files in place: new HTTPS connections take the certificate gRPC's take.
+    const stopHttpsRenewal = ctx.onGrpcTlsChange((tls) => {
+      const renewed = certificate(tls);
+      if (httpsCertificate && renewed) renewHttpsCertificate(http, renewed);
+    });
     await http.listen({ host: config.host, port: config.httpPort });
     const httpPort = (http.server.address() as { port: number }).port;
     const member = await serveMember(ctx, {
@@ -163,6 +177,7 @@ await runService(
           run: () => {
             clearInterval(housekeeping);
             stopModelWatch();
+            stopHttpsRenewal();
             clients.closeAll();
           },
         },
