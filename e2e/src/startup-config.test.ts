@@ -24,6 +24,38 @@ describe("start-up configuration", () => {
     });
   }
 
+  // Options wrong only together are refused before anything connects: NATS is unreachable here, and waiting for it
+  // would keep a misconfigured service hanging instead of saying what is wrong.
+  const together = [
+    {
+      service: "backend-worker",
+      env: { INFERGRID_CORES: "4", INFERGRID_MAX_CORES: "2" },
+      says: "--cores (4) must not exceed --max-cores (2)",
+    },
+    {
+      service: "global-allocator",
+      env: { INFERGRID_BUDGET_PER_HOUR: "10" },
+      says: "--budget-per-hour / INFERGRID_BUDGET_PER_HOUR: needs --instance-types",
+    },
+    {
+      service: "broker",
+      env: { INFERGRID_HTTP_TLS: "true" },
+      says: "--http-tls: needs gRPC TLS",
+    },
+  ] as const;
+  for (const c of together) {
+    it(`${c.service} refuses options wrong together, with NATS away, and names them`, () => {
+      const r = spawnSync(process.execPath, [serviceEntry(c.service)], {
+        env: { ...process.env, ...c.env, INFERGRID_NATS_URL: "nats://127.0.0.1:1" },
+        encoding: "utf8",
+        timeout: 15_000,
+      });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain("invalid configuration");
+      expect(r.stderr).toContain(c.says);
+    });
+  }
+
   it("prints its options with --help", () => {
     const r = spawnSync(process.execPath, [serviceEntry("frontend"), "--help"], { encoding: "utf8", timeout: 15_000 });
     expect(r.status).toBe(0);
