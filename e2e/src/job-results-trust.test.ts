@@ -37,6 +37,16 @@ afterAll(async () => {
   await run?.stop();
 });
 
+/** A result written after the job is done, by a pod that never ran the item. */
+const forgedAfter = (job: string) => ({
+  job,
+  item: 0,
+  backendId: "backend-1",
+  digest: "f".repeat(64),
+  computeMs: 1,
+  doneAtUnixMs: Date.now(),
+});
+
 const getJob = (name: string): Promise<control.BestEffortJob.$Properties> =>
   unaryCall(cluster.adminClient, AllocatorAdminDefinition.GetJob, { name }, { deadline: Date.now() + 5000 });
 
@@ -104,10 +114,24 @@ describe("job results under signed results (NATS users per role, as in Kubernete
         ITEMS,
         (r, raw) => verifier.jobResultProblem(r, raw) ?? (workers.includes(r.backendId) ? undefined : "not a worker"),
       );
-      expect(audit).toEqual({ accepted: ITEMS, refused: [] });
-      const results = await store.results(job);
+      expect({ accepted: audit.accepted, refused: audit.refused }).toEqual({ accepted: ITEMS, refused: [] });
+      // The job's record carries the digest of the results it was called done with, and they are unchanged.
+      expect(Buffer.from(done.resultsDigest ?? []).equals(audit.digest)).toBe(true);
+      const verified = await store.verifiedResults(job);
+      expect(verified.unchanged).toBe(true);
+      const results = verified.results;
       expect(results.map((r) => r.item)).toEqual(Array.from({ length: ITEMS }, (_, i) => i));
       expect(results.some((r) => r.digest === "0".repeat(64))).toBe(false);
+
+      // A backend pod overwrites a result after the job is done: NATS lets it, and a reader is told.
+      const pod = await run.asRole("backend");
+      try {
+        const rogue = await JobStore.open(pod, logger);
+        await rogue.resultsKv.put(`${job}.7`, control.JobItemResult.encode({ ...forgedAfter(job), item: 7 }).finish());
+      } finally {
+        await pod.close();
+      }
+      expect((await store.verifiedResults(job)).unchanged).toBe(false);
     } finally {
       await reader.close();
     }

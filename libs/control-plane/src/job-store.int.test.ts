@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // testkit depends on this package; its NATS launcher depends on nothing, so it is imported by path.
 import { type NatsServerHandle, startNatsServer } from "../../testkit/src/nats-server.js";
 import { HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
-import { type ClaimedItem, decodeItem, encodeItem, JobStore, type ResultCheck } from "./job-store.js";
+import { type ClaimedItem, decodeItem, encodeItem, JobStore, type ResultCheck, resultsDigest } from "./job-store.js";
 import { ServiceRegistry } from "./service-registry.js";
 import { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET, jobItemsSubject, REGISTRY_BUCKET } from "./subjects.js";
 
@@ -255,10 +255,39 @@ describe("JobStore (real nats-server)", () => {
         again.push(c.item);
       }
       expect(again.sort()).toEqual([2, 3, 4, 5]);
-      expect(await store.audit("audited", 7, check)).toEqual({ accepted: 7, refused: [] });
+      const passed = await store.audit("audited", 7, check);
+      expect({ accepted: passed.accepted, refused: passed.refused }).toEqual({ accepted: 7, refused: [] });
+      // The same results give the same digest; it is what the allocator records when it calls the job done.
+      expect((await store.audit("audited", 7, check)).digest.equals(passed.digest)).toBe(true);
+      expect((await store.verifiedResults("audited")).unchanged).toBeUndefined(); // no digest recorded yet
+      await store.putJob({ spec: spec("audited", 7), state: control.JobState.JOB_STATE_SUCCEEDED, resultsDigest: passed.digest });
+      const verified = await store.verifiedResults("audited");
+      expect(verified.unchanged).toBe(true);
+      expect(verified.results.map((r) => r.item)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+
+      // After the job is done a backend overwrites one result, deletes another, or adds a key: each is told.
+      const original = await store.resultsKv.get("audited.3");
+      await store.resultsKv.put("audited.3", control.JobItemResult.encode(result("audited", 3, "backend-7")).finish());
+      expect((await store.verifiedResults("audited")).unchanged).toBe(false);
+      await store.resultsKv.put("audited.3", original?.value ?? new Uint8Array());
+      expect((await store.verifiedResults("audited")).unchanged).toBe(true);
+      await store.resultsKv.delete("audited.5");
+      expect((await store.verifiedResults("audited")).unchanged).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("a results digest depends on every key and value, not on their order, and no two sets share its bytes", () => {
+    const a = { key: "j.1", value: new Uint8Array([1, 2]) };
+    const b = { key: "j.2", value: new Uint8Array([3]) };
+    expect(resultsDigest([a, b]).equals(resultsDigest([b, a]))).toBe(true);
+    expect(resultsDigest([a]).equals(resultsDigest([a, b]))).toBe(false);
+    expect(resultsDigest([a, b]).equals(resultsDigest([a, { ...b, value: new Uint8Array([4]) }]))).toBe(false);
+    // A value one zero byte longer is another set (each value's length is hashed).
+    expect(
+      resultsDigest([{ key: "j.1", value: new Uint8Array([1]) }]).equals(resultsDigest([{ key: "j.1", value: new Uint8Array([1, 0]) }])),
+    ).toBe(false);
   });
 
   it("a garbled item message is dropped, not handed out, and the next item still is", async () => {

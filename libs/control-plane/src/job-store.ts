@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { control, decodeMessage, encodeMessage } from "@infergrid/proto";
 import type { NatsConnection } from "@infergrid/runtime";
@@ -267,8 +268,12 @@ export class JobStore {
   /** Every recorded result of the job, by item. A garbled one, or one under another item's key, is logged and left out. */
   async results(name: string): Promise<control.JobItemResult[]> {
     checkJobName(name);
+    return this.resultsOf(await this.storedResults(name));
+  }
+
+  private resultsOf(stored: readonly { key: string; value: Uint8Array }[]): control.JobItemResult[] {
     const out: control.JobItemResult[] = [];
-    for (const { key, value } of await this.storedResults(name)) {
+    for (const { key, value } of stored) {
       const { result, problem } = resultUnder(key, value);
       if (result && problem === undefined) out.push(result);
       else this.logger.warn({ key, problem }, "job result left out");
@@ -310,11 +315,12 @@ export class JobStore {
    * refuses them (an unsigned or forged one). The allocator audits a job before it calls it done; `redo` then
    * removes the refused ones and puts their items back.
    */
-  async audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }> {
+  async audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[]; digest: Buffer }> {
     checkJobName(name);
     let accepted = 0;
     const refused: RefusedResult[] = [];
-    for (const { key, value } of await this.storedResults(name)) {
+    const stored = await this.storedResults(name);
+    for (const { key, value } of stored) {
       const parsed = parseItem(key.slice(name.length + 1));
       const item = parsed !== undefined && parsed < items ? parsed : undefined;
       const read = resultUnder(key, value);
@@ -325,7 +331,23 @@ export class JobStore {
       if (problem === undefined) accepted++;
       else refused.push({ key, item, backendId: read.result?.backendId ?? "", problem });
     }
-    return { accepted, refused };
+    // Over every stored result: with none refused, the results the job is called done with.
+    return { accepted, refused, digest: resultsDigest(stored) };
+  }
+
+  /**
+   * A job's results with whether they are still those it was called done with: `unchanged` is false if any was
+   * overwritten, deleted or added since (the digest in its record differs), undefined if the job has no digest (not
+   * done yet, or done before digests were kept). Backends may write every key of the results' bucket; the job record
+   * only the allocator.
+   */
+  async verifiedResults(name: string): Promise<{ results: control.JobItemResult[]; unchanged: boolean | undefined }> {
+    checkJobName(name);
+    const recorded = (await this.getJob(name))?.job.resultsDigest;
+    const stored = await this.storedResults(name);
+    const results = this.resultsOf(stored);
+    if (recorded === undefined || recorded.length === 0) return { results, unchanged: undefined };
+    return { results, unchanged: resultsDigest(stored).equals(recorded) };
   }
 
   /**
@@ -486,6 +508,22 @@ export class JobStore {
     return out;
   }
 }
+
+/**
+ * SHA-256 over results as stored, in key order: each key, a zero byte, the value's length (4 bytes, big-endian) and
+ * the value, so that no two different sets of results give the same bytes to hash.
+ */
+export function resultsDigest(stored: readonly { key: string; value: Uint8Array }[]): Buffer {
+  const hash = createHash("sha256");
+  const length = Buffer.alloc(4);
+  for (const { key, value } of [...stored].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+    hash.update(key, "utf8").update(ZERO);
+    length.writeUInt32BE(value.length);
+    hash.update(length).update(value);
+  }
+  return hash.digest();
+}
+const ZERO = Buffer.from([0]);
 
 /**
  * The result a key holds, decoded when it reads, and why it is not the key's item's result (`problem`): bytes that

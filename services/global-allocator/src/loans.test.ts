@@ -57,14 +57,19 @@ class MemoryJobs implements JobsPort {
   readonly redone: { job: string; keys: string[] }[] = [];
   async audit(name: string, items: number, check?: ResultCheck) {
     const results = this.resultsOf.get(name);
-    if (!results) return { accepted: this.progressOf.get(name)?.done ?? 0, refused: [] };
+    // A digest that tells the audits apart: the job and what it counted.
+    const digestOf = (accepted: number) => Buffer.from(`${name}/${accepted}`);
+    if (!results) {
+      const accepted = this.progressOf.get(name)?.done ?? 0;
+      return { accepted, refused: [], digest: digestOf(accepted) };
+    }
     const refused = results.flatMap((r) => {
       const problem = r.item >= items ? "no such item" : check?.(r, control.JobItemResult.encode(r).finish());
       return problem === undefined
         ? []
         : [{ key: `${name}.${r.item}`, item: r.item < items ? r.item : undefined, backendId: r.backendId, problem }];
     });
-    return { accepted: results.length - refused.length, refused };
+    return { accepted: results.length - refused.length, refused, digest: digestOf(results.length - refused.length) };
   }
   async redo(name: string, refused: readonly { key: string; item: number | undefined }[]) {
     this.redone.push({ job: name, keys: refused.map((f) => f.key) });
@@ -219,6 +224,8 @@ describe("the allocator's loans", () => {
     expect(a.state).toBe(control.JobState.JOB_STATE_SUCCEEDED);
     expect(a.itemsDone).toBe(100);
     expect(Number(a.finishedAtUnixMs)).toBe(2_100);
+    // The digest of the audit that passed, for readers to check the results against later.
+    expect(Buffer.from(a.resultsDigest).toString()).toBe("a/100");
     expect(store.removed).toEqual(["a"]);
     expect(loans.jobOf("b3")).toBe("");
   });

@@ -29,7 +29,7 @@ export interface JobsPort {
   listJobs(): Promise<control.BestEffortJob[]>;
   ensureItems(spec: control.IBestEffortJobSpec, keepGoing?: () => boolean): Promise<void>;
   progress(name: string): Promise<{ done: number; pending: number; inFlight: number }>;
-  audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[] }>;
+  audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[]; digest: Uint8Array }>;
   redo(name: string, refused: readonly Pick<RefusedResult, "key" | "item">[]): Promise<void>;
   removeItems(name: string): Promise<void>;
   forgetJob(name: string): Promise<void>;
@@ -97,10 +97,13 @@ interface JobRecord {
   redone: Map<string, number>;
   /** Its items are in the work queue (ensureItems succeeded since this allocator started, or submitted it). */
   itemsPublished: boolean;
-  /** The last audit of its results found every one good and one for every item (cleared by any change of progress). */
-  audited: boolean;
+  /**
+   * The digest of its results when the last audit found every one good and one for every item (cleared by any
+   * change of progress): recorded in the job when it is called done.
+   */
+  audited: Uint8Array | undefined;
   /** An audit's outcome, for the next step to apply: the audit runs beside the steps, which own the job record. */
-  auditDone: { accepted: number; refused: number } | undefined;
+  auditDone: { accepted: number; refused: number; digest: Uint8Array } | undefined;
 }
 
 /** What the allocator tells the loan manager each control step. */
@@ -179,7 +182,7 @@ export class LoanManager {
           redone: new Map(),
           // A restart between a job's record and its items finds the record: the next step publishes them.
           itemsPublished: false,
-          audited: false,
+          audited: undefined,
           auditDone: undefined,
         });
     }
@@ -233,7 +236,7 @@ export class LoanManager {
       dirty: false,
       redone: new Map(),
       itemsPublished: false,
-      audited: false,
+      audited: undefined,
       auditDone: undefined,
     };
     this.jobs.set(spec.name, record);
@@ -544,7 +547,7 @@ export class LoanManager {
     const workers = new Set(r.job.workers);
     const audit = (async () => {
       try {
-        const { accepted, refused } = await this.store.audit(
+        const { accepted, refused, digest } = await this.store.audit(
           name,
           items,
           check &&
@@ -554,7 +557,7 @@ export class LoanManager {
         // Read afresh next step: a pass completes the job then, a refusal finds its results gone from the count.
         r.progressAt = Number.NEGATIVE_INFINITY;
         if (refused.length === 0) {
-          r.auditDone = { accepted, refused: 0 };
+          r.auditDone = { accepted, refused: 0, digest };
           return;
         }
         // One line per problem (a forger writes many results the same way), with a few of its items.
@@ -578,7 +581,7 @@ export class LoanManager {
         // A job cancelled meanwhile keeps its results as they are: its items are not put back.
         if (finished(r.job.state)) return;
         await this.store.redo(name, refused);
-        r.auditDone = { accepted, refused: refused.length };
+        r.auditDone = { accepted, refused: refused.length, digest };
       } catch (err) {
         this.logger.warn({ err, job: name }, "auditing the job's results failed; trying again next step");
       }
@@ -599,7 +602,7 @@ export class LoanManager {
         if (audit.refused > 0) {
           r.job.itemsRefused += audit.refused;
           r.dirty = true;
-        } else r.audited = audit.accepted >= (r.job.spec?.items ?? 0);
+        } else r.audited = audit.accepted >= (r.job.spec?.items ?? 0) ? audit.digest : undefined;
       }
       if (finished(r.job.state) || now - r.progressAt < this.options.progressPeriodMs) continue;
       try {
@@ -609,7 +612,7 @@ export class LoanManager {
         if (p.done !== r.job.itemsDone) {
           r.job.itemsDone = p.done;
           r.dirty = true;
-          r.audited = false;
+          r.audited = undefined;
         }
         // Harvesting backends may start a job no loan has: it runs once its items do.
         if (r.job.state === S.JOB_STATE_QUEUED && (p.done > 0 || p.inFlight > 0)) {
@@ -621,6 +624,7 @@ export class LoanManager {
         if (p.done >= items && !r.audited) this.startAudit(name, r, items);
         else if (p.done >= items && r.audited && !this.auditing.has(name)) {
           r.job.state = S.JOB_STATE_SUCCEEDED;
+          r.job.resultsDigest = r.audited;
           r.job.finishedAtUnixMs = now;
           r.dirty = true;
           await this.store.removeItems(name);
