@@ -60,13 +60,10 @@ export function brokerConfigProblems(
   config: Pick<BrokerConfig, "clientCertificates" | "clientTokensFile" | "httpTls"> & { grpcTlsCertFile?: string | undefined },
 ): string[] {
   const problems: string[] = [];
-  if (config.httpTls && config.grpcTlsCertFile === undefined)
-    problems.push(
-      "--http-tls: needs gRPC TLS (--grpc-tls-cert-file, --grpc-tls-key-file, --grpc-tls-ca-file), whose certificate it serves",
-    );
+  const grpcTls = "gRPC TLS (--grpc-tls-cert-file, --grpc-tls-key-file, --grpc-tls-ca-file)";
+  if (config.httpTls && config.grpcTlsCertFile === undefined) problems.push(`--http-tls: needs ${grpcTls}, whose certificate it serves`);
   if (config.clientCertificates === "optional") {
-    if (config.grpcTlsCertFile === undefined)
-      problems.push("--client-certificates optional: needs gRPC TLS (--grpc-tls-cert-file, --grpc-tls-key-file, --grpc-tls-ca-file)");
+    if (config.grpcTlsCertFile === undefined) problems.push(`--client-certificates optional: needs ${grpcTls}`);
     // Without tokens, a client certificate is the only credential: optional, it would let anyone call.
     if (config.clientTokensFile === undefined)
       problems.push("--client-certificates optional: needs --client-tokens-file (without it, anyone who reaches the port may call)");

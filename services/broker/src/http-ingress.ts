@@ -61,11 +61,9 @@ export interface HttpIngressOptions {
 }
 
 /** New connections to an HTTPS ingress take this certificate and key; a plain HTTP ingress is left as it is. */
-export function renewHttpsCertificate(app: FastifyInstance, tls: { cert: Buffer; key: Buffer }): boolean {
+export function renewHttpsCertificate(app: FastifyInstance, tls: { cert: Buffer; key: Buffer }): void {
   const server: unknown = app.server;
-  if (!(server instanceof TlsServer)) return false;
-  server.setSecureContext({ cert: tls.cert, key: tls.key });
-  return true;
+  if (server instanceof TlsServer) server.setSecureContext({ cert: tls.cert, key: tls.key });
 }
 
 /**

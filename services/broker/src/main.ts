@@ -7,17 +7,20 @@ import {
   CLIENT_FACING_CONNECTION_WINDOW_BYTES,
   CLIENT_FACING_WINDOW_BYTES,
   ClientCache,
+  type CommonConfig,
   callSignal,
   type GrpcTls,
   type grpc,
   type Logger,
   peerIdentity,
   runService,
+  type ServiceContext,
+  type StartedService,
   serveUnaryDirect,
   unaryHandler,
 } from "@infergrid/runtime";
 import { Counter } from "prom-client";
-import { brokerConfig, brokerConfigProblems } from "./config.js";
+import { type BrokerConfig, brokerConfig, brokerConfigProblems } from "./config.js";
 import { Forwarder, watchFrontends } from "./forwarder.js";
 import { FrontendRotation } from "./frontend-rotation.js";
 import { buildHttpIngress, renewHttpsCertificate } from "./http-ingress.js";
@@ -43,149 +46,148 @@ function clientAuth(file: string, parent: Logger): IngressAuth {
   return { authenticator, logger };
 }
 
-await runService(
-  "broker",
-  brokerConfig,
-  async (ctx) => {
-    const { config, logger, metrics, nc, advertise } = ctx;
-    const members = new MembershipTable<null>(config.frontendTtlMs);
-    const rotation = new FrontendRotation(config.ejectMs);
-    const clients = new ClientCache();
-    const failovers = new Counter({
-      name: "infergrid_broker_failovers_total",
-      help: "Calls moved to another frontend",
-      registers: [metrics],
-    });
-    // Heartbeats' arrival, ejections and deadlines are timed on this clock.
-    const clock = new SteadyClock();
-    const heard = new HeardClock(config.frontendTtlMs);
-    const membershipLog = logger.child({ component: "membership" });
-    watchFrontends(nc, members, membershipLog, ctx.onGarbled, clock, heard, heartbeatVerifier(ctx));
-    const forwarder = new Forwarder(
-      members,
-      heard,
-      rotation,
-      clients,
-      {
-        maxFailovers: config.maxFailovers,
-        staleGraceMs: config.frontendTtlMs * 10,
-        answerReserveMs: config.answerReserveMs,
-        onFailover: () => failovers.inc(),
-      },
-      logger,
-      clock,
-    );
-    const limiter =
-      config.clientRateLimit > 0
-        ? new ClientRateLimiter({
-            ratePerSec: config.clientRateLimit,
-            burst: config.clientBurst > 0 ? config.clientBurst : Math.max(1, Math.ceil(config.clientRateLimit)),
-          })
-        : undefined;
-    const auth = config.clientTokensFile === undefined ? undefined : clientAuth(config.clientTokensFile, logger);
-    const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter, auth);
+async function serveBroker(ctx: ServiceContext<BrokerConfig & CommonConfig>): Promise<StartedService> {
+  const { config, logger, metrics, nc, advertise } = ctx;
+  const members = new MembershipTable<null>(config.frontendTtlMs);
+  const rotation = new FrontendRotation(config.ejectMs);
+  const clients = new ClientCache();
+  const failovers = new Counter({
+    name: "infergrid_broker_failovers_total",
+    help: "Calls moved to another frontend",
+    registers: [metrics],
+  });
+  // Heartbeats' arrival, ejections and deadlines are timed on this clock.
+  const clock = new SteadyClock();
+  const heard = new HeardClock(config.frontendTtlMs);
+  const membershipLog = logger.child({ component: "membership" });
+  watchFrontends(nc, members, membershipLog, ctx.onGarbled, clock, heard, heartbeatVerifier(ctx));
+  const forwarder = new Forwarder(
+    members,
+    heard,
+    rotation,
+    clients,
+    {
+      maxFailovers: config.maxFailovers,
+      staleGraceMs: config.frontendTtlMs * 10,
+      answerReserveMs: config.answerReserveMs,
+      onFailover: () => failovers.inc(),
+    },
+    logger,
+    clock,
+  );
+  const limiter =
+    config.clientRateLimit > 0
+      ? new ClientRateLimiter({
+          ratePerSec: config.clientRateLimit,
+          burst: config.clientBurst > 0 ? config.clientBurst : Math.max(1, Math.ceil(config.clientRateLimit)),
+        })
+      : undefined;
+  const auth = config.clientTokensFile === undefined ? undefined : clientAuth(config.clientTokensFile, logger);
+  const ingress = new Ingress(forwarder, config.requestTimeoutMs, metrics, limiter, auth);
 
-    let deaf = false;
-    const housekeeping = setInterval(() => {
-      // No frontend heard for a ttl: NATS is away, not every frontend dead. Those live when it went stay in the
-      // rotation (over gRPC, a call that fails still ejects one) and are not forgotten.
-      const clockNow = clock.now();
-      if (heard.deaf(clockNow) !== deaf) {
-        deaf = !deaf;
-        if (deaf)
-          membershipLog.warn({ silentMs: heard.silentMs(clockNow) }, "no frontend heartbeat (NATS away?): the rotation is kept as it was");
-        else membershipLog.info("frontends' heartbeats are back");
-      }
-      const now = heard.at(clockNow);
-      members.expire(now, config.frontendTtlMs * 10);
-      const live = members.live(now);
-      rotation.forgetExcept(live.map((m) => m.id));
-      clients.retain(members.all().map((m) => m.address));
-    }, 1000);
+  let deaf = false;
+  const housekeeping = setInterval(() => {
+    // No frontend heard for a ttl: NATS is away, not every frontend dead. Those live when it went stay in the
+    // rotation (over gRPC, a call that fails still ejects one) and are not forgotten.
+    const clockNow = clock.now();
+    if (heard.deaf(clockNow) !== deaf) {
+      deaf = !deaf;
+      if (deaf)
+        membershipLog.warn({ silentMs: heard.silentMs(clockNow) }, "no frontend heartbeat (NATS away?): the rotation is kept as it was");
+      else membershipLog.info("frontends' heartbeats are back");
+    }
+    const now = heard.at(clockNow);
+    members.expire(now, config.frontendTtlMs * 10);
+    const live = members.live(now);
+    rotation.forgetExcept(live.map((m) => m.id));
+    clients.retain(members.all().map((m) => m.address));
+  }, 1000);
 
-    const version = packageVersion();
-    // The registered services, read for the Open Inference Protocol's model readiness and metadata.
-    const models = new ModelDirectory();
-    const registry = await ServiceRegistry.open(nc, logger);
-    const stopModelWatch = registry.watchServices((name, entry) => models.update(name, entry));
-    const certificate = (tls: GrpcTls | undefined) => (tls?.cert && tls.key ? { cert: tls.cert, key: tls.key } : undefined);
-    const httpsCertificate = config.httpTls ? certificate(ctx.grpcTls) : undefined;
-    const http = buildHttpIngress(
-      ingress,
-      {
-        maxRequestBytes: config.maxRequestBytes,
-        receiveTimeoutMs: config.httpReceiveTimeoutMs,
-        serverVersion: version,
-        models,
-        tls: httpsCertificate,
-      },
-      logger,
-    );
-    // cert-manager renews the files in place: new HTTPS connections take the certificate gRPC's take.
-    const stopHttpsRenewal = ctx.onGrpcTlsChange((tls) => {
-      const renewed = certificate(tls);
-      if (httpsCertificate && renewed) renewHttpsCertificate(http, renewed);
-    });
-    await http.listen({ host: config.host, port: config.httpPort });
-    const httpPort = (http.server.address() as { port: number }).port;
-    const member = await serveMember(ctx, {
-      role: "broker",
-      maxReceiveMessageBytes: config.maxRequestBytes,
-      windowBytes: CLIENT_FACING_WINDOW_BYTES,
-      connectionWindowBytes: CLIENT_FACING_CONNECTION_WINDOW_BYTES,
-      credentials: config.clientCertificates === "optional" ? ctx.clientCertificateOptional() : undefined,
-      register: (server) => {
-        type Call = Pick<grpc.ServerUnaryCall<unknown, unknown>, "metadata" | "getPeer" | "getAuthContext">;
-        const admit = (call: Call) => {
-          const identity = peerIdentity(call);
-          return ingress.admit("grpc", {
-            authorization: call.metadata.get("authorization").map(String),
-            peer: peerAddress(call.getPeer()),
-            certificateClient: identity?.role === "client" ? identity.id : undefined,
-          });
-        };
-        // Who a call comes from, when the direct path admitted it on its headers (before its body).
-        const admitted = new WeakMap<object, string>();
-        const infer = unaryHandler<RoutedInferRequest, Uint8Array>(logger, async (req, call) =>
-          ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call), callSignal(call)),
-        );
-        server.addService(RoutedInferenceDefinition, { Infer: infer });
-        // The Open Inference Protocol's ModelInfer takes the same direct path as Infer: its body in a pooled buffer
-        // (grpc-js's copy of a 588 KiB image cost the broker about 2 ms of CPU a request), its client admitted first.
-        const openInference = openInferenceHandlers(ingress, models, (call) => admitted.get(call) ?? admit(call), version, logger);
-        server.addService(OpenInferenceServingDefinition, openInference);
-        serveUnaryDirect(server, OpenInferenceServingDefinition.ModelInfer, openInference.ModelInfer, {
-          pooled: true,
-          beforeBody: (call) => admitted.set(call, admit(call)),
+  const version = packageVersion();
+  // The registered services, read for the Open Inference Protocol's model readiness and metadata.
+  const models = new ModelDirectory();
+  const registry = await ServiceRegistry.open(nc, logger);
+  const stopModelWatch = registry.watchServices((name, entry) => models.update(name, entry));
+  const certificate = (tls: GrpcTls | undefined) => (tls?.cert && tls.key ? { cert: tls.cert, key: tls.key } : undefined);
+  const httpsCertificate = config.httpTls ? certificate(ctx.grpcTls) : undefined;
+  const http = buildHttpIngress(
+    ingress,
+    {
+      maxRequestBytes: config.maxRequestBytes,
+      receiveTimeoutMs: config.httpReceiveTimeoutMs,
+      serverVersion: version,
+      models,
+      tls: httpsCertificate,
+    },
+    logger,
+  );
+  // cert-manager renews the files in place: new HTTPS connections take the certificate gRPC's take.
+  const stopHttpsRenewal = httpsCertificate
+    ? ctx.onGrpcTlsChange((tls) => {
+        const renewed = certificate(tls);
+        if (renewed) renewHttpsCertificate(http, renewed);
+      })
+    : () => {};
+  await http.listen({ host: config.host, port: config.httpPort });
+  const httpPort = (http.server.address() as { port: number }).port;
+  const member = await serveMember(ctx, {
+    role: "broker",
+    maxReceiveMessageBytes: config.maxRequestBytes,
+    windowBytes: CLIENT_FACING_WINDOW_BYTES,
+    connectionWindowBytes: CLIENT_FACING_CONNECTION_WINDOW_BYTES,
+    credentials: config.clientCertificates === "optional" ? ctx.clientCertificateOptional() : undefined,
+    register: (server) => {
+      type Call = Pick<grpc.ServerUnaryCall<unknown, unknown>, "metadata" | "getPeer" | "getAuthContext">;
+      const admit = (call: Call) => {
+        const identity = peerIdentity(call);
+        return ingress.admit("grpc", {
+          authorization: call.metadata.get("authorization").map(String),
+          peer: peerAddress(call.getPeer()),
+          certificateClient: identity?.role === "client" ? identity.id : undefined,
         });
-        serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, {
-          // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
-          pooled: true,
-          // A client that did not authenticate is refused before its body is read.
-          beforeBody: (call) => admitted.set(call, admit(call)),
-        });
-      },
-    });
+      };
+      // Who a call comes from, when the direct path admitted it on its headers (before its body).
+      const admitted = new WeakMap<object, string>();
+      const infer = unaryHandler<RoutedInferRequest, Uint8Array>(logger, async (req, call) =>
+        ingress.handle("grpc", req, call.getDeadline(), admitted.get(call) ?? admit(call), callSignal(call)),
+      );
+      server.addService(RoutedInferenceDefinition, { Infer: infer });
+      // The Open Inference Protocol's ModelInfer takes the same direct path as Infer: its body in a pooled buffer
+      // (grpc-js's copy of a 588 KiB image cost the broker about 2 ms of CPU a request), its client admitted first.
+      const openInference = openInferenceHandlers(ingress, models, (call) => admitted.get(call) ?? admit(call), version, logger);
+      server.addService(OpenInferenceServingDefinition, openInference);
+      serveUnaryDirect(server, OpenInferenceServingDefinition.ModelInfer, openInference.ModelInfer, {
+        pooled: true,
+        beforeBody: (call) => admitted.set(call, admit(call)),
+      });
+      serveUnaryDirect(server, RoutedInferenceDefinition.Infer, infer, {
+        // The request (its tensors views of the body) does not outlive the call: forwarded, answered with the frontend's bytes.
+        pooled: true,
+        // A client that did not authenticate is refused before its body is read.
+        beforeBody: (call) => admitted.set(call, admit(call)),
+      });
+    },
+  });
 
-    return {
-      ready: { ...member.ready, httpAddress: advertise(httpPort) },
-      shutdown: [
-        ...member.shutdown,
-        { name: "http", run: () => http.close() },
-        {
-          name: "clients",
-          run: () => {
-            clearInterval(housekeeping);
-            stopModelWatch();
-            stopHttpsRenewal();
-            clients.closeAll();
-          },
+  return {
+    ready: { ...member.ready, httpAddress: advertise(httpPort) },
+    shutdown: [
+      ...member.shutdown,
+      { name: "http", run: () => http.close() },
+      {
+        name: "clients",
+        run: () => {
+          clearInterval(housekeeping);
+          stopModelWatch();
+          stopHttpsRenewal();
+          clients.closeAll();
         },
-      ],
-    };
-  },
-  brokerConfigProblems,
-);
+      },
+    ],
+  };
+}
+
+await runService("broker", brokerConfig, serveBroker, brokerConfigProblems);
 
 /** The broker's package version, which the Open Inference Protocol's server metadata reports. */
 function packageVersion(): string {
