@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { HeartbeatSigner, subjects } from "@infergrid/control-plane";
+import { HeartbeatSigner, LOAD_REPORT_PROOF, subjects } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition, control } from "@infergrid/proto";
 import { createLogger, publishMessage, unaryCall } from "@infergrid/runtime";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -45,6 +45,8 @@ describe("signed heartbeats (NATS users per role, as in Kubernetes; real process
     expect((state.backends ?? []).map((b) => b.backendId).sort()).toEqual(["backend-0", "backend-1"]);
     expect(cluster.broker.logs.filter(joined("frontend-0")).length + cluster.broker.logs.filter(joined("frontend-1")).length).toBe(2);
     expect([...cluster.broker.logs, ...cluster.allocator.logs].filter(refusal(""))).toEqual([]);
+    // Their load reports too, each sealed by its frontend.
+    expect(cluster.allocator.logs.filter((l) => l.msg === "dropped a load report")).toEqual([]);
   });
 
   it("a frontend pod's heartbeats for another frontend are dropped: unsigned, or signed with its own certificate", async () => {
@@ -81,6 +83,47 @@ describe("signed heartbeats (NATS users per role, as in Kubernetes; real process
       false,
     );
     await expectAllAnswered(cluster, "echo", 20);
+    await nc.close();
+  });
+
+  it("a frontend pod's load reports for another frontend are dropped; the real frontends' own are counted", async () => {
+    // Load reports steer the slow loop (the allocator's shares, the predictor's forecasts). Their subject names the
+    // service, not the sender, so NATS lets any frontend pod publish any frontend's: only the seal tells.
+    const loadReports = async () => {
+      const text = await fetch(`http://${cluster.allocator.ready.metricsAddress}/metrics`).then((r) => r.text());
+      const count = (outcome: string) =>
+        Number(new RegExp(`infergrid_allocator_load_reports_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\d+)`).exec(text)?.[1] ?? 0);
+      return { accepted: count("accepted"), refused: count("refused") };
+    };
+    const before = await loadReports();
+    const nc = await asRole("frontend");
+    const own = new HeartbeatSigner(pem("frontend-0.pem"), pem("frontend-0.key"));
+    const report = (frontendId: string): control.ILoadReport => ({
+      frontendId,
+      service: "echo",
+      windowStartUnixMs: Date.now() - 1000,
+      windowEndUnixMs: Date.now(),
+      arrivals: 1_000_000,
+    });
+    for (let i = 0; i < 5; i++) {
+      publishMessage(nc, subjects.load("echo"), control.LoadReport, report("frontend-1"));
+      nc.publish(subjects.load("echo"), own.seal(control.LoadReport.encode(report("frontend-1")).finish(), LOAD_REPORT_PROOF));
+      await sleep(100);
+    }
+    await nc.flush();
+    // The real frontends report each service every second.
+    await sleep(2500);
+    const after = await loadReports();
+    const dropped = (what: string) =>
+      cluster.allocator.logs.filter((l) => l.msg === "dropped a load report" && String(l.problem).includes(what));
+    // Ten refused, logged at most five times in 10 s (both kinds among them, in the order sent).
+    expect(dropped("unsigned (no certificate or no signature)").length).toBeGreaterThan(0);
+    expect(dropped('signed by frontend/frontend-0, but speaks for frontend "frontend-1"').length).toBeGreaterThan(0);
+    expect(cluster.allocator.logs.filter((l) => l.msg === "dropped a load report").every((l) => l.frontend === "frontend-1")).toBe(true);
+    // The real frontends' sealed reports keep counting (each reports the service every second).
+    expect(after.refused - before.refused).toBe(10);
+    expect(after.accepted - before.accepted).toBeGreaterThanOrEqual(4);
+    await expectAllAnswered(cluster, "echo", 10);
     await nc.close();
   });
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { appendBytesFields, control } from "@infergrid/proto";
 import { makeCa, makeCert } from "@infergrid/runtime";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HEARTBEAT_MAX_SKEW_MS, HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
+import { HEARTBEAT_MAX_SKEW_MS, HeartbeatSigner, HeartbeatVerifier, LOAD_REPORT_PROOF } from "./heartbeat-signature.js";
 
 /** Real certificates (openssl, a throwaway CA per run): the checks a heartbeat must pass under --signed-heartbeats. */
 const dir = mkdtempSync(join(tmpdir(), "ig-hb-sig-"));
@@ -153,6 +153,54 @@ describe("signed job results", () => {
     expect(verifier.jobResultProblem(control.JobItemResult.create(), new Uint8Array([0xff, 0xff]))).toMatch(/^not a job result/);
   });
 });
+
+describe("signed load reports", () => {
+  const checkReport = (raw: Uint8Array, verifier = new HeartbeatVerifier(pem("ca.pem"), () => NOW)) =>
+    verifier.loadReportProblem(control.LoadReport.decode(raw), raw);
+
+  it("counts a report sealed by the frontend it names, in its own proof fields", () => {
+    const sealed = signer("frontend-0").seal(loadReport({}), LOAD_REPORT_PROOF);
+    expect(checkReport(sealed)).toBeUndefined();
+    // Fields 10 and 11 of a report are its p99 and its frontends' estimate: the proof must not land on them.
+    const decoded = control.LoadReport.decode(sealed);
+    expect(decoded.latencyP99Ms).toBe(180);
+    expect(decoded.frontendsEstimate).toBe(3);
+    expect(decoded.certificate.length).toBeGreaterThan(0);
+    // Sealed as a heartbeat is (fields 10 and 11), it does not read as signed.
+    expect(checkReport(signer("frontend-0").seal(loadReport({})))).toBe("unsigned (no certificate or no signature)");
+  });
+
+  it("refuses a report unsigned, sealed by another member or CA, changed after sealing, or stale", () => {
+    expect(checkReport(loadReport({}))).toBe("unsigned (no certificate or no signature)");
+    expect(checkReport(signer("frontend-0").seal(loadReport({ frontendId: "frontend-1" }), LOAD_REPORT_PROOF))).toBe(
+      'signed by frontend/frontend-0, but speaks for frontend "frontend-1"',
+    );
+    expect(checkReport(signer("backend-3").seal(loadReport({ frontendId: "backend-3" }), LOAD_REPORT_PROOF))).toBe(
+      'signed by backend/backend-3, but speaks for frontend "backend-3"',
+    );
+    expect(checkReport(signer("rogue").seal(loadReport({}), LOAD_REPORT_PROOF))).toBe("its certificate is not from the cluster's CA");
+    const sealed = signer("frontend-0").seal(loadReport({}), LOAD_REPORT_PROOF);
+    const inflated = new Uint8Array([...sealed, ...control.LoadReport.encode({ arrivals: 1_000_000 }).finish()]);
+    expect(Number(control.LoadReport.decode(inflated).arrivals)).toBe(1_000_000);
+    expect(checkReport(inflated)).toBe("its signature does not match its content");
+    const late = new HeartbeatVerifier(pem("ca.pem"), () => NOW + HEARTBEAT_MAX_SKEW_MS + 1);
+    expect(checkReport(sealed, late)).toMatch(/ms from now \(a replay or a bad clock\)$/);
+    expect(checkReport(sealed, new HeartbeatVerifier(pem("ca.pem"), () => NOW + HEARTBEAT_MAX_SKEW_MS))).toBeUndefined();
+  });
+});
+
+function loadReport(r: Partial<control.ILoadReport>): Uint8Array {
+  return control.LoadReport.encode({
+    frontendId: "frontend-0",
+    service: "resnet",
+    windowStartUnixMs: NOW - 1000,
+    windowEndUnixMs: NOW,
+    arrivals: 40,
+    latencyP99Ms: 180,
+    frontendsEstimate: 3,
+    ...r,
+  }).finish();
+}
 
 function readCertDer(name: string): Buffer {
   const text = pem(`${name}.pem`).toString();

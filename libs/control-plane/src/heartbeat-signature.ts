@@ -12,9 +12,16 @@ import { roleNameOf } from "./subjects.js";
  * sender the message names, and the signature holds.
  */
 
-const CERTIFICATE_FIELD = 10;
-const SIGNATURE_FIELD = 11;
-const PROOF_FIELDS: ReadonlySet<number> = new Set([CERTIFICATE_FIELD, SIGNATURE_FIELD]);
+/** Where a sealed message carries its sender's certificate and signature (control.proto). */
+export interface ProofFields {
+  readonly certificate: number;
+  readonly signature: number;
+}
+
+/** Heartbeats' and job results' proof fields. */
+export const HEARTBEAT_PROOF: ProofFields = { certificate: 10, signature: 11 };
+/** Load reports' (their fields 10 and 11 were taken before reports were signed). */
+export const LOAD_REPORT_PROOF: ProofFields = { certificate: 30, signature: 31 };
 
 /**
  * How far a heartbeat's send time may be from the reader's clock. Bounds how long a captured heartbeat can be
@@ -46,12 +53,15 @@ export class HeartbeatSigner {
     return [cert.raw, key];
   }
 
-  /** The message's bytes (a heartbeat or a job item's result) with the certificate and the signature over them appended. */
-  seal(encoded: Uint8Array): Uint8Array {
+  /**
+   * The message's bytes (a heartbeat, a job item's result, or with LOAD_REPORT_PROOF a load report) with the
+   * certificate and the signature over them appended.
+   */
+  seal(encoded: Uint8Array, proof: ProofFields = HEARTBEAT_PROOF): Uint8Array {
     const signature = sign("sha256", encoded, this.key);
     return appendBytesFields(encoded, [
-      [CERTIFICATE_FIELD, this.certificate],
-      [SIGNATURE_FIELD, signature],
+      [proof.certificate, this.certificate],
+      [proof.signature, signature],
     ]);
   }
 }
@@ -124,16 +134,41 @@ export class HeartbeatVerifier {
     return undefined;
   }
 
+  /**
+   * Why a frontend's load report (`raw`, decoded as `report`) must not be counted; undefined if it may. It must be
+   * sealed by the frontend it names, and its window must have ended within HEARTBEAT_MAX_SKEW_MS of the reader's
+   * clock (its end is when it was sent): a report names a rate the slow loop plans from.
+   */
+  loadReportProblem(report: control.LoadReport, raw: Uint8Array): string | undefined {
+    const sealed = this.unseal(raw, "load report", LOAD_REPORT_PROOF);
+    if (typeof sealed === "string") return sealed;
+    const { cert } = sealed;
+    const now = this.now();
+    if (now < cert.validFrom - HEARTBEAT_MAX_SKEW_MS || now > cert.validTo + HEARTBEAT_MAX_SKEW_MS)
+      return "its certificate is not valid now";
+    if (cert.role !== "frontend" || cert.id !== report.frontendId)
+      return `signed by ${cert.role}/${cert.id}, but speaks for frontend ${JSON.stringify(report.frontendId)}`;
+    if (!sealed.signatureHolds()) return "its signature does not match its content";
+    const end = Number(report.windowEndUnixMs);
+    if (!(Math.abs(now - end) <= HEARTBEAT_MAX_SKEW_MS))
+      return `its window ends at ${end}, ${now - end} ms from now (a replay or a bad clock)`;
+    return undefined;
+  }
+
   /** The certificate that sealed `raw` (checked against the CAs) and a check of its signature; or why there is none. */
-  private unseal(raw: Uint8Array, what: string): { cert: CheckedCertificate; signatureHolds(): boolean } | string {
+  private unseal(
+    raw: Uint8Array,
+    what: string,
+    proof: ProofFields = HEARTBEAT_PROOF,
+  ): { cert: CheckedCertificate; signatureHolds(): boolean } | string {
     let parts: ReturnType<typeof splitFields>;
     try {
-      parts = splitFields(raw, PROOF_FIELDS);
+      parts = splitFields(raw, new Set([proof.certificate, proof.signature]));
     } catch (err) {
       return `not a ${what}: ${err instanceof Error ? err.message : String(err)}`;
     }
-    const der = parts.taken.get(CERTIFICATE_FIELD);
-    const signature = parts.taken.get(SIGNATURE_FIELD);
+    const der = parts.taken.get(proof.certificate);
+    const signature = parts.taken.get(proof.signature);
     if (!der || der.length === 0 || !signature || signature.length === 0) return "unsigned (no certificate or no signature)";
     const cert = this.certificate(der);
     if (typeof cert === "string") return cert;

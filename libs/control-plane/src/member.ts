@@ -23,7 +23,7 @@ export interface MemberOptions {
   credentials?: grpc.ServerCredentials | undefined;
   /** Extra heartbeat fields, read at each beat. */
   heartbeatExtra?: () => Partial<control.IHeartbeat>;
-  /** The process's signer, when it signs more than its heartbeats (a backend's job results); else made here. */
+  /** The process's signer, when it signs more than its heartbeats (a backend's job results, a frontend's load reports); else made here. */
   signer?: HeartbeatSigner | undefined;
 }
 

@@ -46,7 +46,7 @@ export const commonConfigShape = {
   signedHeartbeats: field
     .bool(false)
     .describe(
-      "keep only heartbeats signed by a certificate of the gRPC CA that names their member, and (the allocator) count only job results sealed by a backend that worked for the job (needs gRPC TLS; docs/security.md); a process with a gRPC certificate always signs its own",
+      "keep only heartbeats signed by a certificate of the gRPC CA that names their member, (the allocator, the predictor) count only load reports sealed by the frontend they name, each once, and (the allocator) only job results sealed by a backend that worked for the job (needs gRPC TLS; docs/security.md); a process with a gRPC certificate always signs its own",
     ),
   logLevel: field.logLevel().describe("pino log level"),
   heartbeatMs: field.ms(1000).describe("membership heartbeat period"),

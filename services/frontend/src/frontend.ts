@@ -1,4 +1,4 @@
-import { subjects } from "@infergrid/control-plane";
+import { type HeartbeatSigner, LOAD_REPORT_PROOF, subjects } from "@infergrid/control-plane";
 import { type Random, SteadyClock, systemRandom } from "@infergrid/core";
 import { deadlineMs, hopDeadline, routedRequestProblem, SenderLag } from "@infergrid/dataplane";
 import { control, encodeRoutedInferResponse, type RoutedInferRequest } from "@infergrid/proto";
@@ -56,6 +56,11 @@ export interface FrontendDeps {
    * every arrival from the rate history for that hour, and a load window ended before it started.
    */
   clock?: SteadyClock;
+  /**
+   * Seals each load report with this frontend's certificate (a reader with --signed-heartbeats counts only reports
+   * sealed by the frontend they name). Without one, reports go out unsigned.
+   */
+  signer?: HeartbeatSigner | undefined;
 }
 
 /**
@@ -219,7 +224,7 @@ export class Frontend {
     for (const [name, s] of this.services) {
       const w = s.window;
       const c = s.sla.compliance();
-      publishMessage(this.deps.nc, subjects.load(name), control.LoadReport, {
+      const report: control.ILoadReport = {
         frontendId: this.deps.id,
         service: name,
         windowStartUnixMs: toWall(w.start),
@@ -237,7 +242,10 @@ export class Frontend {
         batches: w.batches,
         slaWindows: c.windows,
         slaCompliantWindows: c.compliant,
-      });
+      };
+      const signer = this.deps.signer;
+      if (signer) this.deps.nc.publish(subjects.load(name), signer.seal(control.LoadReport.encode(report).finish(), LOAD_REPORT_PROOF));
+      else publishMessage(this.deps.nc, subjects.load(name), control.LoadReport, report);
       s.window = new LoadWindow(now, this.random);
       if (c.windows > 0) this.slaGauge.set({ service: name }, c.frequency);
     }

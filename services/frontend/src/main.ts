@@ -1,4 +1,4 @@
-import { ServiceRegistry, serveMember } from "@infergrid/control-plane";
+import { heartbeatSigner, ServiceRegistry, serveMember } from "@infergrid/control-plane";
 import { SteadyClock, systemRandom } from "@infergrid/core";
 import { RoutedInferenceDefinition } from "@infergrid/proto";
 import { addServiceWithMultiplex, ClientCache, callSignal, requirePeerRole, runService, unaryHandler } from "@infergrid/runtime";
@@ -39,6 +39,8 @@ await runService("frontend", frontendConfig, async (ctx) => {
     logger.child({ component: "dispatch" }),
     clock,
   );
+  // Heartbeats and load reports sealed with this frontend's certificate (readers with --signed-heartbeats require it).
+  const signer = heartbeatSigner(ctx);
   let frontend: Frontend | undefined;
   const table = new ServiceTable(registry, logger.child({ component: "services" }), (name, entry) => {
     frontend?.onServiceChange(name, entry);
@@ -57,6 +59,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
     metrics,
     logger,
     clock,
+    signer,
   });
   const fe = frontend;
   table.start();
@@ -69,6 +72,7 @@ await runService("frontend", frontendConfig, async (ctx) => {
   const reports = setInterval(() => fe.publishLoad(clock.now()), config.loadReportMs);
   const member = await serveMember(ctx, {
     role: "frontend",
+    signer,
     maxReceiveMessageBytes: config.maxRequestBytes,
     // Infer also over the broker's multiplexed stream (runtime multiplex.ts), the same handler.
     register: (server) =>

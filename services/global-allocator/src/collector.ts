@@ -1,4 +1,4 @@
-import { type HeartbeatVerifier, subjects, subscribeHeartbeats } from "@infergrid/control-plane";
+import { type HeartbeatVerifier, subjects, subscribeHeartbeats, subscribeLoadReports } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
 import { type Logger, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
@@ -24,8 +24,10 @@ export function collect(
    * reports carry their senders' wall-clock times, which are carried onto it.
    */
   clock: { now(): number; wallOffset(): number },
-  /** --signed-heartbeats: only heartbeats signed by their member's certificate. */
+  /** --signed-heartbeats: only heartbeats signed by their member's certificate, load reports by their frontend's. */
   verifier?: HeartbeatVerifier,
+  /** Each load report's fate, for the operator's counter. */
+  onLoadReport: (outcome: "accepted" | "invalid" | "refused") => void = () => {},
 ): Subscription[] {
   const now = () => clock.now();
   const log = logger.child({ component: "collector" });
@@ -43,13 +45,15 @@ export function collect(
         onGarbled,
       },
     ),
-    subscribeMessages(
+    subscribeLoadReports(
       nc,
-      subjects.allLoad,
-      control.LoadReport,
       log,
-      (r) => refused("load report", r.service, signals.onLoadReport(r, now(), clock.wallOffset())),
-      { onGarbled },
+      (r) => {
+        const problem = signals.onLoadReport(r, now(), clock.wallOffset());
+        onLoadReport(problem === undefined ? "accepted" : "invalid");
+        refused("load report", r.service, problem);
+      },
+      { onGarbled, verifier, onRefused: () => onLoadReport("refused") },
     ),
     subscribeHeartbeats(nc, subjects.heartbeatsOf("backend"), log, (hb) => allocator.onBackendHeartbeat(hb, now()), {
       onGarbled,

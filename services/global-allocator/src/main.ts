@@ -174,7 +174,9 @@ async function serveAllocator(ctx: ServiceContext<AllocatorConfig & CommonConfig
       { onScaled: (from, to) => m.poolResizes.inc({ direction: to > from ? "up" : "down" }) },
     );
   const m = allocatorMetrics(metrics, allocator, () => poolManager?.target, now);
-  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, clock, verifier);
+  const subscriptions = collect(nc, allocator, signals, logger, ctx.onGarbled, clock, verifier, (outcome) =>
+    m.loadReports.inc({ outcome }),
+  );
   const loop = startControlLoop(
     allocator,
     config.controlPeriodMs,

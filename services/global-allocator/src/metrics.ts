@@ -107,6 +107,12 @@ export function allocatorMetrics(registry: Registry, allocator: Allocator, poolT
       labelNames: ["direction"],
       registers: [registry],
     }),
+    loadReports: new Counter({
+      name: "infergrid_allocator_load_reports_total",
+      help: "Frontends' load reports received, by outcome: accepted, invalid, refused (not sealed by the frontend it names, with --signed-heartbeats, or a repeat)",
+      labelNames: ["outcome"],
+      registers: [registry],
+    }),
     reconcileSeconds: new Histogram({
       name: "infergrid_allocator_reconcile_seconds",
       help: "Time one control step took (plan and registry writes)",

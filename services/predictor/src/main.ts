@@ -1,7 +1,6 @@
-import { serveMember, subjects } from "@infergrid/control-plane";
+import { heartbeatVerifier, serveMember, subscribeLoadReports } from "@infergrid/control-plane";
 import { SteadyClock } from "@infergrid/core";
-import { control } from "@infergrid/proto";
-import { runService, subscribeMessages } from "@infergrid/runtime";
+import { runService } from "@infergrid/runtime";
 import { Counter, Gauge } from "prom-client";
 import { predictorConfig } from "./config.js";
 import { ForecastPublisher } from "./publisher.js";
@@ -11,7 +10,7 @@ await runService("predictor", predictorConfig, async (ctx) => {
   const { config, logger, metrics, nc } = ctx;
   const reports = new Counter({
     name: "infergrid_predictor_load_reports_total",
-    help: "Load reports received, by outcome (accepted, invalid, too_old, too_many_services)",
+    help: "Load reports received, by outcome (accepted, invalid, too_old, too_many_services; refused: not sealed by the frontend it names, with --signed-heartbeats, or a repeat)",
     labelNames: ["outcome"],
     registers: [metrics],
   });
@@ -40,17 +39,17 @@ await runService("predictor", predictorConfig, async (ctx) => {
     },
   });
 
-  const subscription = subscribeMessages(
+  // With --signed-heartbeats a report counts only when sealed by the frontend it names: the windows sum every
+  // report's arrivals, so one frontend speaking for others (or a report twice) would inflate the forecast.
+  const subscription = subscribeLoadReports(
     nc,
-    subjects.allLoad,
-    control.LoadReport,
     log,
     (report) => {
       const outcome = windows.add(report, clock.now(), clock.wallOffset());
       reports.inc({ outcome });
       if (outcome !== "accepted") log.debug({ service: report.service, outcome }, "load report not counted");
     },
-    { onGarbled: ctx.onGarbled },
+    { verifier: heartbeatVerifier(ctx), onGarbled: ctx.onGarbled, onRefused: () => reports.inc({ outcome: "refused" }) },
   );
   const timer = setInterval(() => publisher.publishAll(clock.now()), config.periodMs > 0 ? config.periodMs : config.windowMs);
 

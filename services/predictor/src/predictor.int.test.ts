@@ -1,6 +1,18 @@
-import { subjects } from "@infergrid/control-plane";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HeartbeatSigner, LOAD_REPORT_PROOF, subjects } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
-import { checkHealth, connectNats, createLogger, type NatsConnection, publishMessage, subscribeMessages } from "@infergrid/runtime";
+import {
+  checkHealth,
+  connectNats,
+  createLogger,
+  makeCa,
+  makeCert,
+  type NatsConnection,
+  publishMessage,
+  subscribeMessages,
+} from "@infergrid/runtime";
 import { eventually, type NatsServerHandle, type ServiceProcess, startNatsServer, startService } from "@infergrid/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -107,5 +119,87 @@ describe("predictor (real nats-server, real process)", () => {
     expect(metrics).toMatch(/infergrid_garbled_messages_total\{[^}]*\} 1/);
     expect(metrics).toMatch(/infergrid_predictor_load_reports_total\{[^}]*outcome="invalid"[^}]*\} 1/);
     expect(metrics).toMatch(/infergrid_predictor_observed_rate_per_second\{[^}]*service="resnet"/);
+  });
+});
+
+describe("predictor with --signed-heartbeats (real nats-server, real process, real certificates)", () => {
+  let nats: NatsServerHandle;
+  let predictor: ServiceProcess;
+  let nc: NatsConnection;
+  let timer: NodeJS.Timeout | undefined;
+  const dir = mkdtempSync(join(tmpdir(), "ig-predictor-signed-"));
+  const pem = (name: string) => readFileSync(join(dir, name));
+  const forecasts: control.Forecast[] = [];
+
+  beforeAll(async () => {
+    makeCa(dir, "ca");
+    makeCert(dir, "predictor", "ca", "IP:127.0.0.1,URI:spiffe://infergrid/predictor/predictor");
+    makeCert(dir, "fe-a", "ca", "URI:spiffe://infergrid/frontend/fe-a");
+    nats = await startNatsServer();
+    predictor = await startService("predictor", {
+      env: {
+        INFERGRID_NATS_URL: nats.url,
+        INFERGRID_WINDOW_MS: String(WINDOW_MS),
+        INFERGRID_LATENESS_MS: "300",
+        INFERGRID_PERIOD_MS: "250",
+        INFERGRID_STEPS: "5",
+        INFERGRID_MODEL: "holt",
+        INFERGRID_GRPC_TLS_CA_FILE: join(dir, "ca.pem"),
+        INFERGRID_GRPC_TLS_CERT_FILE: join(dir, "predictor.pem"),
+        INFERGRID_GRPC_TLS_KEY_FILE: join(dir, "predictor.key"),
+        INFERGRID_SIGNED_HEARTBEATS: "true",
+      },
+    });
+    const logger = createLogger("test", "predictor-signed-test", "warn");
+    nc = await connectNats({ servers: nats.url, name: "predictor-signed-test" }, logger);
+    subscribeMessages(nc, subjects.allForecasts, control.Forecast, logger, (f) => {
+      forecasts.push(f);
+    });
+  });
+
+  afterAll(async () => {
+    clearInterval(timer);
+    await predictor?.stop();
+    await nc?.close();
+    await nats?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("counts only the reports sealed by the frontend they name, each once", async () => {
+    const feA = new HeartbeatSigner(pem("fe-a.pem"), pem("fe-a.key"));
+    const report = (frontendId: string, arrivals: number, now: number) =>
+      control.LoadReport.encode({ frontendId, service: "resnet", windowStartUnixMs: now - 100, windowEndUnixMs: now, arrivals }).finish();
+    timer = setInterval(() => {
+      const now = Date.now();
+      // fe-a's own reports: 5 arrivals per 100 ms = 50/s, each sent twice (the second is a repeat).
+      const own = feA.seal(report("fe-a", 5, now), LOAD_REPORT_PROOF);
+      nc.publish(subjects.load("resnet"), own);
+      nc.publish(subjects.load("resnet"), own);
+      // Another frontend's, unsigned; and one fe-a signed but naming another frontend: 500/s each if counted.
+      nc.publish(subjects.load("resnet"), report("fe-b", 50, now));
+      nc.publish(subjects.load("resnet"), feA.seal(report("fe-c", 50, now), LOAD_REPORT_PROOF));
+    }, 100);
+
+    const f = await eventually(
+      "a resnet forecast from 3+ windows",
+      () =>
+        forecasts.findLast(
+          (x) => x.service === "resnet" && x.model === "holt" && forecasts.filter((y) => y.service === "resnet").length > 4,
+        ),
+      15_000,
+    );
+    // Counted alone, fe-a's 50/s; the others would make it 1,100/s (or 1,050 with the repeats dropped).
+    expect(f.observedRatePerS).toBeGreaterThan(40);
+    expect(f.observedRatePerS).toBeLessThan(60);
+    const dropped = (what: string) => predictor.logs.some((l) => l.msg === "dropped a load report" && String(l.problem).includes(what));
+    expect(dropped("unsigned (no certificate or no signature)")).toBe(true);
+    expect(dropped('signed by frontend/fe-a, but speaks for frontend "fe-c"')).toBe(true);
+    expect(dropped("not after the last one counted from this frontend")).toBe(true);
+    const metrics = await fetch(`http://${predictor.ready.metricsAddress}/metrics`).then((r) => r.text());
+    const refused = Number(/infergrid_predictor_load_reports_total\{[^}]*outcome="refused"[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    const accepted = Number(/infergrid_predictor_load_reports_total\{[^}]*outcome="accepted"[^}]*\} (\d+)/.exec(metrics)?.[1] ?? 0);
+    // Three of every four reports refused.
+    expect(refused).toBeGreaterThan(2.5 * accepted);
+    expect(accepted).toBeGreaterThan(10);
   });
 });
