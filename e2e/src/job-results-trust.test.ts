@@ -1,7 +1,8 @@
-import { HeartbeatSigner, HeartbeatVerifier, JobStore } from "@infergrid/control-plane";
+import { HeartbeatSigner, HeartbeatVerifier, JOB_RESULTS_DONE_BUCKET, JobStore, resultsDigest } from "@infergrid/control-plane";
 import { AllocatorAdminDefinition, control } from "@infergrid/proto";
 import { createLogger, unaryCall } from "@infergrid/runtime";
 import { eventually } from "@infergrid/testkit";
+import { jetstream } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emulatedSpec, expectAllAnswered, registerService, type TestCluster, waitUntilServing } from "./process-cluster.js";
 import { type RoleUsersCluster, startRoleUsersCluster } from "./role-users-cluster.js";
@@ -104,34 +105,41 @@ describe("job results under signed results (NATS users per role, as in Kubernete
     expect(workers.length).toBeGreaterThan(0);
     for (const w of workers) expect(["backend-0", "backend-1", "backend-2"]).toContain(w);
 
-    // Every result now in the bucket is sealed by the backend it names, a worker of the job.
+    // The results a reader of the done job gets are those the allocator's audit passed, copied to the done bucket:
+    // the record's digest is theirs, and each is sealed by the backend it names, a worker of the job.
     const reader = await run.asRole("allocator");
     try {
       const store = await JobStore.open(reader, logger);
       const verifier = new HeartbeatVerifier(pem("ca.pem"));
-      const audit = await store.audit(
-        job,
-        ITEMS,
-        (r, raw) => verifier.jobResultProblem(r, raw) ?? (workers.includes(r.backendId) ? undefined : "not a worker"),
-      );
-      expect({ accepted: audit.accepted, refused: audit.refused }).toEqual({ accepted: ITEMS, refused: [] });
-      // The job's record carries the digest of the results it was called done with, and they are unchanged.
-      expect(Buffer.from(done.resultsDigest ?? []).equals(audit.digest)).toBe(true);
+      const archived = await store.archivedResults(job);
+      expect(archived.length).toBe(ITEMS);
+      expect(Buffer.from(done.resultsDigest ?? []).equals(resultsDigest(archived))).toBe(true);
+      for (const { value } of archived) {
+        const r = control.JobItemResult.decode(value);
+        expect(verifier.jobResultProblem(r, value)).toBeUndefined();
+        expect(workers).toContain(r.backendId);
+      }
       const verified = await store.verifiedResults(job);
       expect(verified.unchanged).toBe(true);
       const results = verified.results;
       expect(results.map((r) => r.item)).toEqual(Array.from({ length: ITEMS }, (_, i) => i));
       expect(results.some((r) => r.digest === "0".repeat(64))).toBe(false);
 
-      // A backend pod overwrites a result after the job is done: NATS lets it, and a reader is told.
+      // After the job is done a backend pod overwrites a result where NATS lets it (the bucket backends write, which
+      // no longer holds the job's results), and cannot write the done bucket: readers get the audited results.
       const pod = await run.asRole("backend");
       try {
         const rogue = await JobStore.open(pod, logger);
         await rogue.resultsKv.put(`${job}.7`, control.JobItemResult.encode({ ...forgedAfter(job), item: 7 }).finish());
+        // A KV put is a JetStream publish to the key's subject.
+        const forged = control.JobItemResult.encode({ ...forgedAfter(job), item: 8 }).finish();
+        await expect(jetstream(pod).publish(`$KV.${JOB_RESULTS_DONE_BUCKET}.${job}.8`, forged)).rejects.toThrow(/permission/i);
       } finally {
         await pod.close();
       }
-      expect((await store.verifiedResults(job)).unchanged).toBe(false);
+      const after = await store.verifiedResults(job);
+      expect(after.unchanged).toBe(true);
+      expect(after.results).toEqual(results);
     } finally {
       await reader.close();
     }

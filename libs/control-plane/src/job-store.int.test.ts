@@ -265,14 +265,32 @@ describe("JobStore (real nats-server)", () => {
       expect(verified.unchanged).toBe(true);
       expect(verified.results.map((r) => r.item)).toEqual([0, 1, 2, 3, 4, 5, 6]);
 
-      // After the job is done a backend overwrites one result, deletes another, or adds a key: each is told.
+      // The audit that passed copied the results to the done bucket: a backend's overwrite, delete or new key in the
+      // bucket it may write changes nothing a reader of the done job gets.
       const original = await store.resultsKv.get("audited.3");
       await store.resultsKv.put("audited.3", control.JobItemResult.encode(result("audited", 3, "backend-7")).finish());
-      expect((await store.verifiedResults("audited")).unchanged).toBe(false);
-      await store.resultsKv.put("audited.3", original?.value ?? new Uint8Array());
-      expect((await store.verifiedResults("audited")).unchanged).toBe(true);
       await store.resultsKv.delete("audited.5");
-      expect((await store.verifiedResults("audited")).unchanged).toBe(false);
+      await store.resultsKv.put("audited.11", control.JobItemResult.encode(result("audited", 11, "backend-3")).finish());
+      const after = await store.verifiedResults("audited");
+      expect(after.unchanged).toBe(true);
+      expect(after.results).toEqual(verified.results);
+      expect((await store.results("audited")).find((r) => r.item === 3)?.backendId).toBe("backend-3");
+      expect(Buffer.from(original?.value ?? []).length).toBeGreaterThan(0);
+      // Called done, the job's results leave that bucket (retireResults); the copy stays.
+      await store.retireResults("audited");
+      expect(await store.progress("audited")).toMatchObject({ done: 0 });
+      expect((await store.verifiedResults("audited")).results.map((r) => r.item)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+
+      // A job done before results were copied out (none in the done bucket) is read where backends write, and a
+      // change there is told, not prevented.
+      await store.putJob({ spec: spec("legacy", 2), state: control.JobState.JOB_STATE_SUCCEEDED, resultsDigest: Buffer.from("x") });
+      await store.resultsKv.put("legacy.0", control.JobItemResult.encode(result("legacy", 0, "backend-3")).finish());
+      const legacy = await store.verifiedResults("legacy");
+      expect(legacy.results.map((r) => r.item)).toEqual([0]);
+      expect(legacy.unchanged).toBe(false);
+      // Forgetting the job removes its copy too.
+      await store.forgetJob("audited");
+      expect(await store.results("audited")).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

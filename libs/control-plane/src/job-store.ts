@@ -23,6 +23,7 @@ import {
   allJobItems,
   JOB_ITEMS_STREAM,
   JOB_RESULTS_BUCKET,
+  JOB_RESULTS_DONE_BUCKET,
   JOBS_BUCKET,
   jobConsumer,
   jobItemsSubject,
@@ -31,7 +32,7 @@ import {
   serviceNameProblem,
 } from "./subjects.js";
 
-export { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOBS_BUCKET } from "./subjects.js";
+export { JOB_ITEMS_STREAM, JOB_RESULTS_BUCKET, JOB_RESULTS_DONE_BUCKET, JOBS_BUCKET } from "./subjects.js";
 
 /**
  * How long a claimed item may go without a word from its worker before JetStream gives it to another.
@@ -144,10 +145,12 @@ function isApiError(err: unknown, ...codes: number[]): boolean {
  */
 export class JobStore {
   private readonly consumers = new Map<string, Consumer>();
+  private doneKv: Promise<KV> | undefined;
 
   private constructor(
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
+    private readonly kvm: Kvm,
     readonly jobs: KV,
     readonly resultsKv: KV,
     private readonly ackWaitMs: number,
@@ -164,7 +167,7 @@ export class JobStore {
     const jobs = await createConcurrently(() => kvm.create(JOBS_BUCKET, { history: 5 }));
     const results = await createConcurrently(() => kvm.create(JOB_RESULTS_BUCKET, { history: 1 }));
     await ensureItemsStream(jsm);
-    return new JobStore(js, jsm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }), options.signer);
+    return new JobStore(js, jsm, kvm, jobs, results, ackWaitMs, logger.child({ component: "job-store" }), options.signer);
   }
 
   // ---- jobs ------------------------------------------------------------------------------------------
@@ -260,15 +263,41 @@ export class JobStore {
     checkJobName(name);
     await this.removeItems(name);
     await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${name}.*` });
+    await this.purgeArchived(name);
     await this.jobs.purge(jobKey(name));
+  }
+
+  /**
+   * A job called done: its results in the bucket every backend may write are removed (readers take them from the
+   * done bucket, where the audit that passed copied them). A result a backend records after this is left there,
+   * and read by no one.
+   */
+  async retireResults(name: string): Promise<void> {
+    checkJobName(name);
+    await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${name}.*` });
   }
 
   // ---- results ---------------------------------------------------------------------------------------
 
-  /** Every recorded result of the job, by item. A garbled one, or one under another item's key, is logged and left out. */
+  /**
+   * Every recorded result of the job, by item; a done job's as audited (the done bucket). A garbled one, or one
+   * under another item's key, is logged and left out.
+   */
   async results(name: string): Promise<control.JobItemResult[]> {
     checkJobName(name);
-    return this.resultsOf(await this.storedResults(name));
+    return this.resultsOf((await this.readableResults(name)).stored);
+  }
+
+  /** A done job's audited results if it has them (the done bucket), else those in the bucket backends write. */
+  private async readableResults(name: string): Promise<{ stored: { key: string; value: Uint8Array }[]; digest: Uint8Array | undefined }> {
+    const record = (await this.getJob(name))?.job;
+    const digest = record?.resultsDigest && record.resultsDigest.length > 0 ? record.resultsDigest : undefined;
+    if (digest && record?.state === control.JobState.JOB_STATE_SUCCEEDED) {
+      const archived = await this.storedIn(await this.done(), name);
+      // A job done before results were copied out on their audit has none there.
+      if (archived.length > 0) return { stored: archived, digest };
+    }
+    return { stored: await this.storedResults(name), digest };
   }
 
   private resultsOf(stored: readonly { key: string; value: Uint8Array }[]): control.JobItemResult[] {
@@ -331,23 +360,50 @@ export class JobStore {
       if (problem === undefined) accepted++;
       else refused.push({ key, item, backendId: read.result?.backendId ?? "", problem });
     }
-    // Over every stored result: with none refused, the results the job is called done with.
+    // Over every stored result: with none refused, the results the job is called done with. Those are copied out to
+    // where only the allocator writes, so that what readers of the done job get is what passed.
+    if (refused.length === 0 && accepted >= items) await this.archive(name, stored);
     return { accepted, refused, digest: resultsDigest(stored) };
   }
 
+  /** Replaces the job's copy in the done bucket with `stored`. */
+  private async archive(name: string, stored: readonly { key: string; value: Uint8Array }[]): Promise<void> {
+    const done = await this.done();
+    await this.purgeArchived(name);
+    for (let start = 0; start < stored.length; start += PUBLISH_WINDOW)
+      await Promise.all(stored.slice(start, start + PUBLISH_WINDOW).map(({ key, value }) => done.put(key, value)));
+  }
+
+  private async purgeArchived(name: string): Promise<void> {
+    await this.done();
+    await this.jsm.streams.purge(`KV_${JOB_RESULTS_DONE_BUCKET}`, { filter: `$KV.${JOB_RESULTS_DONE_BUCKET}.${name}.*` });
+  }
+
+  /** The job's results as its last passing audit copied them to the done bucket, as bytes (to check their seals). */
+  async archivedResults(name: string): Promise<{ key: string; value: Uint8Array }[]> {
+    checkJobName(name);
+    return this.storedIn(await this.done(), name);
+  }
+
+  /** The done bucket, opened (or made) when first needed: the backends, which never read it, do not open it. */
+  private done(): Promise<KV> {
+    this.doneKv ??= createConcurrently(() => this.kvm.create(JOB_RESULTS_DONE_BUCKET, { history: 1 }));
+    return this.doneKv;
+  }
+
   /**
-   * A job's results with whether they are still those it was called done with: `unchanged` is false if any was
-   * overwritten, deleted or added since (the digest in its record differs), undefined if the job has no digest (not
-   * done yet, or done before digests were kept). Backends may write every key of the results' bucket; the job record
-   * only the allocator.
+   * A job's results (as `results`) with whether they are those it was called done with: `unchanged` is false if any
+   * was overwritten, deleted or added since (the digest in its record differs), undefined if the job has no digest
+   * (not done yet, or done before digests were kept). A done job's results are read from the done bucket, which only
+   * the allocator writes, as is the record; a job done before they were copied there is read from the bucket every
+   * backend may write.
    */
   async verifiedResults(name: string): Promise<{ results: control.JobItemResult[]; unchanged: boolean | undefined }> {
     checkJobName(name);
-    const recorded = (await this.getJob(name))?.job.resultsDigest;
-    const stored = await this.storedResults(name);
+    const { stored, digest } = await this.readableResults(name);
     const results = this.resultsOf(stored);
-    if (recorded === undefined || recorded.length === 0) return { results, unchanged: undefined };
-    return { results, unchanged: resultsDigest(stored).equals(recorded) };
+    if (digest === undefined) return { results, unchanged: undefined };
+    return { results, unchanged: resultsDigest(stored).equals(digest) };
   }
 
   /**
@@ -495,12 +551,16 @@ export class JobStore {
   }
 
   /** Every result key of the job with the bytes it holds (deleted keys left out), read a window at a time. */
-  private async storedResults(name: string): Promise<{ key: string; value: Uint8Array }[]> {
+  private storedResults(name: string): Promise<{ key: string; value: Uint8Array }[]> {
+    return this.storedIn(this.resultsKv, name);
+  }
+
+  private async storedIn(kv: KV, name: string): Promise<{ key: string; value: Uint8Array }[]> {
     const keys: string[] = [];
-    for await (const key of await this.resultsKv.keys(`${name}.*`)) keys.push(key);
+    for await (const key of await kv.keys(`${name}.*`)) keys.push(key);
     const out: { key: string; value: Uint8Array }[] = [];
     for (let start = 0; start < keys.length; start += READ_WINDOW) {
-      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => this.resultsKv.get(k)));
+      const read = await Promise.all(keys.slice(start, start + READ_WINDOW).map((k) => kv.get(k)));
       read.forEach((e, i) => {
         if (e?.operation === "PUT") out.push({ key: keys[start + i] as string, value: e.value });
       });

@@ -20,6 +20,11 @@ export const assignmentKey = (backendId: string) => `backend.${backendId}`;
 /** Best-effort jobs (FaPES): job records, item results, and the work-queue stream of items. */
 export const JOBS_BUCKET = "ig_jobs";
 export const JOB_RESULTS_BUCKET = "ig_job_results";
+/**
+ * A done job's results as audited, copied out of JOB_RESULTS_BUCKET (which every backend may write) when the audit
+ * passes: only the allocator may write here (its key is a token of its own, outside the backends' `$KV.ig_job_results.>`).
+ */
+export const JOB_RESULTS_DONE_BUCKET = "ig_job_results_done";
 export const JOB_ITEMS_STREAM = "IG_JOB_ITEMS";
 export const jobKey = (name: string) => `job.${name}`;
 export const jobResultKey = (job: string, item: number) => `${job}.${item}`;

@@ -48,6 +48,10 @@ class MemoryJobs implements JobsPort {
     if (this.failing.removeItems > 0 && this.failing.removeItems--) throw new Error("purge timed out");
     this.removed.push(name);
   }
+  readonly retired: string[] = [];
+  async retireResults(name: string) {
+    this.retired.push(name);
+  }
   async forgetJob(name: string) {
     this.records.delete(name);
     this.progressOf.delete(name);
@@ -227,6 +231,8 @@ describe("the allocator's loans", () => {
     // The digest of the audit that passed, for readers to check the results against later.
     expect(Buffer.from(a.resultsDigest).toString()).toBe("a/100");
     expect(store.removed).toEqual(["a"]);
+    // Its results leave the bucket backends write: readers take the audited copy.
+    expect(store.retired).toEqual(["a"]);
     expect(loans.jobOf("b3")).toBe("");
   });
 

@@ -32,6 +32,8 @@ export interface JobsPort {
   audit(name: string, items: number, check?: ResultCheck): Promise<{ accepted: number; refused: RefusedResult[]; digest: Uint8Array }>;
   redo(name: string, refused: readonly Pick<RefusedResult, "key" | "item">[]): Promise<void>;
   removeItems(name: string): Promise<void>;
+  /** A done job's results leave the bucket backends write (its audit copied them where only the allocator writes). */
+  retireResults(name: string): Promise<void>;
   forgetJob(name: string): Promise<void>;
 }
 
@@ -628,6 +630,7 @@ export class LoanManager {
           r.job.finishedAtUnixMs = now;
           r.dirty = true;
           await this.store.removeItems(name);
+          await this.store.retireResults(name);
           for (const [id, loan] of this.loans)
             if (loan.job === name && Number.isNaN(loan.returningSince)) await this.askBack(id, loan, now);
           this.logger.info(
