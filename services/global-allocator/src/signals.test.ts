@@ -1,7 +1,7 @@
 import { violationRate } from "@infergrid/allocation";
 import { control } from "@infergrid/proto";
 import { describe, expect, it } from "vitest";
-import { KEPT_BATCHES, SignalBook } from "./signals.js";
+import { KEPT_BATCHES, MAX_FRONTENDS_PER_SERVICE, MAX_REPORTS_PER_FRONTEND, MAX_SIGNAL_SERVICES, SignalBook } from "./signals.js";
 
 const report = (over: Partial<control.LoadReport.$Properties>) =>
   control.LoadReport.create({
@@ -128,6 +128,38 @@ describe("SignalBook", () => {
     const f = book.forecast("resnet", 2000, 5000);
     expect(f?.quantiles.map((q) => q.quantile)).toEqual([0.5, 0.9]);
     expect(book.forecast("resnet", 10_000, 5000)).toBeUndefined();
+  });
+});
+
+describe("SignalBook: bounded under a flood", () => {
+  it("keeps at most MAX_REPORTS_PER_FRONTEND of one frontend's reports, its newest, and the others' beside them", () => {
+    const book = new SignalBook(600_000);
+    const n = MAX_REPORTS_PER_FRONTEND + 1000;
+    const last = 100_000 + n * 10;
+    // 10 ms windows, all within the keep span: only the cap trims them.
+    for (let i = 1; i <= n; i++)
+      book.onLoadReport(
+        report({ frontendId: "flood", windowStartUnixMs: 100_000 + (i - 1) * 10, windowEndUnixMs: 100_000 + i * 10, arrivals: 1 }),
+        last,
+      );
+    book.onLoadReport(report({ frontendId: "fe-2", windowStartUnixMs: last - 1000, windowEndUnixMs: last, arrivals: 7 }), last);
+    expect(book.outcomes("resnet", 0).arrivals).toBe(MAX_REPORTS_PER_FRONTEND + 7);
+    // The flood's newest windows over the last second (100 of 10 ms, one arrival each) read as 100/s, fe-2's as 7/s.
+    expect(book.latestRatePerS("resnet", last, 1_000, 1_000)).toBeCloseTo(100 + 7, 6);
+  });
+
+  it("refuses reports for more than MAX_SIGNAL_SERVICES services, or from more than MAX_FRONTENDS_PER_SERVICE frontends", () => {
+    const book = new SignalBook(60_000);
+    for (let i = 0; i < MAX_SIGNAL_SERVICES; i++) expect(book.onLoadReport(report({ service: `svc-${i}` }), 10_000)).toBeUndefined();
+    expect(book.onLoadReport(report({ service: "one-more" }), 10_000)).toBe(
+      `load reports are kept for at most ${MAX_SIGNAL_SERVICES} services`,
+    );
+    expect(book.onLoadReport(report({ service: "svc-0", frontendId: "fe-2" }), 10_000)).toBeUndefined();
+    for (let i = 2; i <= MAX_FRONTENDS_PER_SERVICE; i++) book.onLoadReport(report({ service: "svc-1", frontendId: `fe-${i}` }), 10_000);
+    expect(book.onLoadReport(report({ service: "svc-1", frontendId: "fe-extra" }), 10_000)).toMatch(/at most 4096 frontends per service/);
+    // Expired, the services make room again.
+    book.expire(100_000);
+    expect(book.onLoadReport(report({ service: "one-more", windowEndUnixMs: 100_000 }), 100_000)).toBeUndefined();
   });
 });
 
