@@ -18,30 +18,39 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const WINDOW_MS = 1000;
 
+/** A nats-server and a predictor process on 1 s windows (Holt's model), with a connection collecting its forecasts. */
+async function startPredictor(extraEnv: Record<string, string>, name: string) {
+  const nats = await startNatsServer();
+  const predictor = await startService("predictor", {
+    env: {
+      INFERGRID_NATS_URL: nats.url,
+      INFERGRID_WINDOW_MS: String(WINDOW_MS),
+      INFERGRID_LATENESS_MS: "300",
+      INFERGRID_PERIOD_MS: "250",
+      INFERGRID_STEPS: "5",
+      // These tests check Holt's numbers; the N-HiTS path is covered by publisher.test.ts.
+      INFERGRID_MODEL: "holt",
+      ...extraEnv,
+    },
+  });
+  const logger = createLogger("test", name, "warn");
+  const nc = await connectNats({ servers: nats.url, name }, logger);
+  const forecasts: control.Forecast[] = [];
+  subscribeMessages(nc, subjects.allForecasts, control.Forecast, logger, (f) => {
+    forecasts.push(f);
+  });
+  return { nats, predictor, nc, forecasts };
+}
+
 describe("predictor (real nats-server, real process)", () => {
   let nats: NatsServerHandle;
   let predictor: ServiceProcess;
   let nc: NatsConnection;
-  const forecasts: control.Forecast[] = [];
+  let forecasts: control.Forecast[] = [];
   let timer: NodeJS.Timeout | undefined;
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    predictor = await startService("predictor", {
-      env: {
-        INFERGRID_NATS_URL: nats.url,
-        INFERGRID_WINDOW_MS: String(WINDOW_MS),
-        INFERGRID_LATENESS_MS: "300",
-        INFERGRID_PERIOD_MS: "250",
-        INFERGRID_STEPS: "5",
-        // This test checks Holt's numbers; the N-HiTS path is covered by publisher.test.ts.
-        INFERGRID_MODEL: "holt",
-      },
-    });
-    nc = await connectNats({ servers: nats.url, name: "predictor-test" }, createLogger("test", "predictor-test", "warn"));
-    subscribeMessages(nc, subjects.allForecasts, control.Forecast, createLogger("test", "predictor-test", "warn"), (f) => {
-      forecasts.push(f);
-    });
+    ({ nats, predictor, nc, forecasts } = await startPredictor({}, "predictor-test"));
   });
 
   afterAll(async () => {
@@ -129,32 +138,21 @@ describe("predictor with --signed-heartbeats (real nats-server, real process, re
   let timer: NodeJS.Timeout | undefined;
   const dir = mkdtempSync(join(tmpdir(), "ig-predictor-signed-"));
   const pem = (name: string) => readFileSync(join(dir, name));
-  const forecasts: control.Forecast[] = [];
+  let forecasts: control.Forecast[] = [];
 
   beforeAll(async () => {
     makeCa(dir, "ca");
     makeCert(dir, "predictor", "ca", "IP:127.0.0.1,URI:spiffe://infergrid/predictor/predictor");
     makeCert(dir, "fe-a", "ca", "URI:spiffe://infergrid/frontend/fe-a");
-    nats = await startNatsServer();
-    predictor = await startService("predictor", {
-      env: {
-        INFERGRID_NATS_URL: nats.url,
-        INFERGRID_WINDOW_MS: String(WINDOW_MS),
-        INFERGRID_LATENESS_MS: "300",
-        INFERGRID_PERIOD_MS: "250",
-        INFERGRID_STEPS: "5",
-        INFERGRID_MODEL: "holt",
+    ({ nats, predictor, nc, forecasts } = await startPredictor(
+      {
         INFERGRID_GRPC_TLS_CA_FILE: join(dir, "ca.pem"),
         INFERGRID_GRPC_TLS_CERT_FILE: join(dir, "predictor.pem"),
         INFERGRID_GRPC_TLS_KEY_FILE: join(dir, "predictor.key"),
         INFERGRID_SIGNED_HEARTBEATS: "true",
       },
-    });
-    const logger = createLogger("test", "predictor-signed-test", "warn");
-    nc = await connectNats({ servers: nats.url, name: "predictor-signed-test" }, logger);
-    subscribeMessages(nc, subjects.allForecasts, control.Forecast, logger, (f) => {
-      forecasts.push(f);
-    });
+      "predictor-signed-test",
+    ));
   });
 
   afterAll(async () => {
