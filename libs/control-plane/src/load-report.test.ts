@@ -40,6 +40,7 @@ describe("LoadReportGate", () => {
   it("with a verifier, refuses what it refuses, and a window not after the last one counted per frontend and service", () => {
     const gate = new LoadReportGate(verifier, () => now);
     expect(gate.problem(report("mallory", "resnet", now), raw)).toBe("unsigned");
+    expect(gate.problem(report("fe-a", "X".repeat(100_000), now), raw)).toBe("its service name is not one a service may have");
     expect(gate.problem(report("fe-a", "resnet", now), raw)).toBeUndefined();
     expect(gate.problem(report("fe-a", "resnet", now), raw)).toBe(
       "its window ends at 1000000, not after the last one counted from this frontend (1000000)",

@@ -1,7 +1,7 @@
 import { control } from "@infergrid/proto";
 import { type Logger, LogThrottle, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
 import { HEARTBEAT_MAX_SKEW_MS, type HeartbeatVerifier } from "./heartbeat-signature.js";
-import { subjects } from "./subjects.js";
+import { serviceNameProblem, subjects } from "./subjects.js";
 
 /**
  * What is wrong with a load report's window, for its readers (the allocator, the predictor): undefined when
@@ -43,7 +43,11 @@ export class LoadReportGate {
   /** Why `report` (decoded from `raw`, the bytes that came) must not be counted; undefined if it may. */
   problem(report: control.LoadReport, raw: Uint8Array): string | undefined {
     if (!this.verifier) return undefined;
-    const problem = this.verifier.loadReportProblem(report, raw);
+    // The name is checked before it is remembered (a sealed report with a megabyte of name must not be kept), and
+    // not repeated in the reason, which is logged.
+    const problem =
+      this.verifier.loadReportProblem(report, raw) ??
+      (serviceNameProblem(report.service) === undefined ? undefined : "its service name is not one a service may have");
     if (problem) return problem;
     const key = `${report.frontendId}\u0000${report.service}`;
     const end = Number(report.windowEndUnixMs);
