@@ -254,6 +254,36 @@ describe("global-allocator (real nats-server, real process, real gRPC)", () => {
     expect((await call(AllocatorAdminDefinition.ListServices, {})).services).toHaveLength(2);
   });
 
+  it("counts bad load reports and logs a few of them, names cut short", async () => {
+    const logged = () => allocator.logs.filter((l) => l.msg === "ignored a load report").length;
+    const before = logged();
+    // A megabyte-class name, 50 times: the reason quotes it, so uncut and unthrottled it would be 50 lines of 100 KB.
+    for (let i = 0; i < 50; i++)
+      publishMessage(nc, subjects.load("x"), control.LoadReport, {
+        frontendId: "fe",
+        service: "X".repeat(100_000),
+        windowStartUnixMs: Date.now() - 1000,
+        windowEndUnixMs: Date.now(),
+        arrivals: 1,
+      });
+    await nc.flush();
+    await eventually(
+      "50 invalid load reports counted",
+      async () => {
+        const text = await fetch(`http://${allocator.ready.metricsAddress}/metrics`).then((r) => r.text());
+        return /infergrid_allocator_load_reports_total\{[^}]*outcome="invalid"[^}]*\} 50/.test(text) ? text : undefined;
+      },
+      5000,
+    );
+    const lines = allocator.logs.filter((l) => l.msg === "ignored a load report").slice(before);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThanOrEqual(5);
+    for (const l of lines) {
+      expect(String(l.service).length).toBeLessThan(300);
+      expect(String(l.problem).length).toBeLessThan(300);
+    }
+  });
+
   it("NATS away for longer than the ttl: the silence is not read as backends leaving; lists intact after", async () => {
     const before = { ocr: await kvList("ocr"), resnet: await kvList("resnet") };
     const version = Number((await registry.getService("ocr"))?.entry.version);

@@ -1,6 +1,6 @@
 import { type HeartbeatVerifier, subjects, subscribeHeartbeats, subscribeLoadReports } from "@infergrid/control-plane";
 import { control } from "@infergrid/proto";
-import { type Logger, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
+import { type Logger, LogThrottle, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
 import type { Allocator } from "./allocator.js";
 import type { SignalBook } from "./signals.js";
 
@@ -31,8 +31,15 @@ export function collect(
 ): Subscription[] {
   const now = () => clock.now();
   const log = logger.child({ component: "collector" });
+  // At most 5 lines per kind in 10 s, names cut short: a peer sending bad messages fast (or with a megabyte of
+  // service name, which the reason quotes) must not flood the log.
+  const lines = new LogThrottle();
+  const short = (s: string) => (s.length > 200 ? `${s.slice(0, 200)}... (${s.length} characters)` : s);
   const refused = (what: string, service: string, problem: string | undefined) => {
-    if (problem) log.warn({ service, problem }, `ignored a ${what}`);
+    if (!problem) return;
+    const { write, suppressed } = lines.admit(what, Date.now());
+    if (write)
+      log.warn({ service: short(service), problem: short(problem), ...(suppressed > 0 ? { suppressed } : {}) }, `ignored a ${what}`);
   };
   return [
     subscribeMessages(
