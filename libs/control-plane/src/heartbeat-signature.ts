@@ -1,5 +1,5 @@
 import { createHash, createPrivateKey, type KeyObject, sign, verify, X509Certificate } from "node:crypto";
-import { appendBytesFields, type control, splitFields } from "@infergrid/proto";
+import { appendBytesFields, type control, encodeMessage, type MessageType, splitFields } from "@infergrid/proto";
 import { identityFromSubjectAltName } from "@infergrid/runtime";
 import { roleNameOf } from "./subjects.js";
 
@@ -66,6 +66,12 @@ export class HeartbeatSigner {
   }
 }
 
+/** A message's bytes as it goes out: sealed (`proof`: where its message type carries the seal) when there is a signer. */
+export function encodeSealed<T, P>(type: MessageType<T, P>, message: P, signer?: HeartbeatSigner, proof?: ProofFields): Uint8Array {
+  const encoded = encodeMessage(type, message);
+  return signer ? signer.seal(encoded, proof) : encoded;
+}
+
 interface CheckedCertificate {
   role: string;
   id: string;
@@ -97,21 +103,17 @@ export class HeartbeatVerifier {
 
   /** Why `raw` (the bytes that arrived, decoded as `hb`) must not be believed; undefined if it may. */
   problem(hb: control.Heartbeat, raw: Uint8Array): string | undefined {
-    const sealed = this.unseal(raw, "heartbeat");
-    if (typeof sealed === "string") return sealed;
-    const { cert } = sealed;
-    const now = this.now();
-    // The same skew as for send times: a certificate issued a moment ago on a node whose clock runs ahead is good.
-    if (now < cert.validFrom - HEARTBEAT_MAX_SKEW_MS || now > cert.validTo + HEARTBEAT_MAX_SKEW_MS)
-      return "its certificate is not valid now";
     const role = roleNameOf(hb.role);
-    if (cert.role !== role || cert.id !== hb.id)
-      return `signed by ${cert.role}/${cert.id}, but speaks for ${role ?? "an unknown role"}/${hb.id}`;
-    if (!sealed.signatureHolds()) return "its signature does not match its content";
-    const sentAt = Number(hb.sentAtUnixMs);
-    if (!(Math.abs(now - sentAt) <= HEARTBEAT_MAX_SKEW_MS))
-      return `sent at ${sentAt}, ${now - sentAt} ms from now (a replay or a bad clock)`;
-    return undefined;
+    return this.currentProblem(
+      raw,
+      "heartbeat",
+      HEARTBEAT_PROOF,
+      (cert) =>
+        cert.role !== role || cert.id !== hb.id
+          ? `signed by ${cert.role}/${cert.id}, but speaks for ${role ?? "an unknown role"}/${hb.id}`
+          : undefined,
+      ["sent at", Number(hb.sentAtUnixMs)],
+    );
   }
 
   /**
@@ -121,7 +123,7 @@ export class HeartbeatVerifier {
    * reader's clock is refused (it would let an expired certificate sign for "now").
    */
   jobResultProblem(result: control.JobItemResult, raw: Uint8Array): string | undefined {
-    const sealed = this.unseal(raw, "job result");
+    const sealed = this.unseal(raw, "job result", HEARTBEAT_PROOF);
     if (typeof sealed === "string") return sealed;
     const { cert } = sealed;
     if (cert.role !== "backend" || cert.id !== result.backendId)
@@ -140,27 +142,47 @@ export class HeartbeatVerifier {
    * clock (its end is when it was sent): a report names a rate the slow loop plans from.
    */
   loadReportProblem(report: control.LoadReport, raw: Uint8Array): string | undefined {
-    const sealed = this.unseal(raw, "load report", LOAD_REPORT_PROOF);
+    return this.currentProblem(
+      raw,
+      "load report",
+      LOAD_REPORT_PROOF,
+      (cert) =>
+        cert.role !== "frontend" || cert.id !== report.frontendId
+          ? `signed by ${cert.role}/${cert.id}, but speaks for frontend ${JSON.stringify(report.frontendId)}`
+          : undefined,
+      ["its window ends at", Number(report.windowEndUnixMs)],
+    );
+  }
+
+  /**
+   * What a message about now (a heartbeat, a load report) must pass: sealed with a certificate of the CA valid now,
+   * naming its sender (`speaksFor`: why not), its signature holding, and sent within HEARTBEAT_MAX_SKEW_MS of the
+   * reader's clock (a captured one can only be repeated, and not for long).
+   */
+  private currentProblem(
+    raw: Uint8Array,
+    what: string,
+    proof: ProofFields,
+    speaksFor: (cert: CheckedCertificate) => string | undefined,
+    [sentLabel, sentAt]: [string, number],
+  ): string | undefined {
+    const sealed = this.unseal(raw, what, proof);
     if (typeof sealed === "string") return sealed;
     const { cert } = sealed;
     const now = this.now();
+    // The same skew as for send times: a certificate issued a moment ago on a node whose clock runs ahead is good.
     if (now < cert.validFrom - HEARTBEAT_MAX_SKEW_MS || now > cert.validTo + HEARTBEAT_MAX_SKEW_MS)
       return "its certificate is not valid now";
-    if (cert.role !== "frontend" || cert.id !== report.frontendId)
-      return `signed by ${cert.role}/${cert.id}, but speaks for frontend ${JSON.stringify(report.frontendId)}`;
+    const identity = speaksFor(cert);
+    if (identity !== undefined) return identity;
     if (!sealed.signatureHolds()) return "its signature does not match its content";
-    const end = Number(report.windowEndUnixMs);
-    if (!(Math.abs(now - end) <= HEARTBEAT_MAX_SKEW_MS))
-      return `its window ends at ${end}, ${now - end} ms from now (a replay or a bad clock)`;
+    if (!(Math.abs(now - sentAt) <= HEARTBEAT_MAX_SKEW_MS))
+      return `${sentLabel} ${sentAt}, ${now - sentAt} ms from now (a replay or a bad clock)`;
     return undefined;
   }
 
   /** The certificate that sealed `raw` (checked against the CAs) and a check of its signature; or why there is none. */
-  private unseal(
-    raw: Uint8Array,
-    what: string,
-    proof: ProofFields = HEARTBEAT_PROOF,
-  ): { cert: CheckedCertificate; signatureHolds(): boolean } | string {
+  private unseal(raw: Uint8Array, what: string, proof: ProofFields): { cert: CheckedCertificate; signatureHolds(): boolean } | string {
     let parts: ReturnType<typeof splitFields>;
     try {
       parts = splitFields(raw, new Set([proof.certificate, proof.signature]));

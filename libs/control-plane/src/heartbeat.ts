@@ -1,6 +1,6 @@
 import { control } from "@infergrid/proto";
-import { type Logger, LogThrottle, type NatsConnection, publishMessage, type Subscription, subscribeMessages } from "@infergrid/runtime";
-import type { HeartbeatSigner, HeartbeatVerifier } from "./heartbeat-signature.js";
+import { type Logger, LogThrottle, type NatsConnection, type Subscription, subscribeMessages } from "@infergrid/runtime";
+import { encodeSealed, type HeartbeatSigner, type HeartbeatVerifier } from "./heartbeat-signature.js";
 import { heartbeatIdentityProblem } from "./nats-permissions.js";
 import { type RoleName, roleEnum, subjects } from "./subjects.js";
 
@@ -36,8 +36,7 @@ export function startHeartbeat(nc: NatsConnection, options: HeartbeatOptions): {
       draining,
       ...options.extra?.(),
     };
-    if (options.signer) nc.publish(subject, options.signer.seal(control.Heartbeat.encode(hb).finish()));
-    else publishMessage(nc, subject, control.Heartbeat, hb);
+    nc.publish(subject, encodeSealed(control.Heartbeat, hb, options.signer));
   };
   beat();
   const timer = setInterval(() => beat(), options.intervalMs);

@@ -262,7 +262,7 @@ export class JobStore {
   async forgetJob(name: string): Promise<void> {
     checkJobName(name);
     await this.removeItems(name);
-    await this.jsm.streams.purge(`KV_${JOB_RESULTS_BUCKET}`, { filter: `$KV.${JOB_RESULTS_BUCKET}.${name}.*` });
+    await this.retireResults(name);
     await this.purgeArchived(name);
     await this.jobs.purge(jobKey(name));
   }

@@ -1,8 +1,8 @@
-import { type HeartbeatSigner, LOAD_REPORT_PROOF, subjects } from "@infergrid/control-plane";
+import { encodeSealed, type HeartbeatSigner, LOAD_REPORT_PROOF, subjects } from "@infergrid/control-plane";
 import { type Random, SteadyClock, systemRandom } from "@infergrid/core";
 import { deadlineMs, hopDeadline, routedRequestProblem, SenderLag } from "@infergrid/dataplane";
 import { control, encodeRoutedInferResponse, type RoutedInferRequest } from "@infergrid/proto";
-import { GrpcStatusError, grpc, type Logger, type NatsConnection, publishMessage, statusOf } from "@infergrid/runtime";
+import { GrpcStatusError, grpc, type Logger, type NatsConnection, statusOf } from "@infergrid/runtime";
 import {
   PRUNE_BUDGET_DEFAULTS,
   PRUNE_SERVICE_QUANTILE,
@@ -243,9 +243,7 @@ export class Frontend {
         slaWindows: c.windows,
         slaCompliantWindows: c.compliant,
       };
-      const signer = this.deps.signer;
-      if (signer) this.deps.nc.publish(subjects.load(name), signer.seal(control.LoadReport.encode(report).finish(), LOAD_REPORT_PROOF));
-      else publishMessage(this.deps.nc, subjects.load(name), control.LoadReport, report);
+      this.deps.nc.publish(subjects.load(name), encodeSealed(control.LoadReport, report, this.deps.signer, LOAD_REPORT_PROOF));
       s.window = new LoadWindow(now, this.random);
       if (c.windows > 0) this.slaGauge.set({ service: name }, c.frequency);
     }
